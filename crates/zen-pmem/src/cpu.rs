@@ -1,0 +1,149 @@
+//! Cache-line write-back, store fence and time-stamp counter, via inline assembly.
+//!
+//! Stable Rust has no `clwb`/`sfence` intrinsics usable on arbitrary targets, so
+//! the instructions are emitted with `asm!` after a CPUID check made once per
+//! process: `clwb` when the CPU has it, else `clflushopt`, else `clflush` (which
+//! every x86-64 CPU has). On other architectures the flush is a no-op and the
+//! fence a sequentially consistent fence; persistence is then only as good as
+//! `msync`, which the `fs` backend calls on close.
+
+use std::sync::OnceLock;
+
+/// Size of a CPU cache line, the unit of flushing and of the crash simulator.
+pub const CACHE_LINE: usize = 64;
+
+/// Which instruction `flush_line` uses on this CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlushInstruction {
+    Clwb,
+    Clflushopt,
+    Clflush,
+    /// Not x86-64: flushing is not available.
+    None,
+}
+
+impl FlushInstruction {
+    pub fn name(self) -> &'static str {
+        match self {
+            FlushInstruction::Clwb => "clwb",
+            FlushInstruction::Clflushopt => "clflushopt",
+            FlushInstruction::Clflush => "clflush",
+            FlushInstruction::None => "none",
+        }
+    }
+}
+
+static FLUSH: OnceLock<FlushInstruction> = OnceLock::new();
+
+/// The flush instruction chosen for this CPU (CPUID leaf 7, EBX bits 24 and 23).
+pub fn flush_instruction() -> FlushInstruction {
+    *FLUSH.get_or_init(detect)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect() -> FlushInstruction {
+    // CPUID is available on every x86-64 CPU; leaf 7 exists when leaf 0 says so.
+    let max_leaf = std::arch::x86_64::__cpuid(0).eax;
+    if max_leaf >= 7 {
+        let ebx = std::arch::x86_64::__cpuid_count(7, 0).ebx;
+        if ebx & (1 << 24) != 0 {
+            return FlushInstruction::Clwb;
+        }
+        if ebx & (1 << 23) != 0 {
+            return FlushInstruction::Clflushopt;
+        }
+    }
+    FlushInstruction::Clflush
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect() -> FlushInstruction {
+    FlushInstruction::None
+}
+
+/// Write back the cache line containing `addr`.
+#[inline]
+pub(crate) fn flush_line(addr: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    match flush_instruction() {
+        // SAFETY: the flush instructions take any address that is mapped in
+        // the process; callers pass addresses inside a live mapping (checked
+        // by `Mapping::check_range`). They do not write memory visible to Rust.
+        FlushInstruction::Clwb => unsafe {
+            std::arch::asm!("clwb [{0}]", in(reg) addr, options(nostack, preserves_flags));
+        },
+        // SAFETY: as above.
+        FlushInstruction::Clflushopt => unsafe {
+            std::arch::asm!("clflushopt [{0}]", in(reg) addr, options(nostack, preserves_flags));
+        },
+        // SAFETY: as above.
+        FlushInstruction::Clflush | FlushInstruction::None => unsafe {
+            std::arch::asm!("clflush [{0}]", in(reg) addr, options(nostack, preserves_flags));
+        },
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
+
+/// Store fence: orders earlier flushes and stores before later stores.
+#[inline]
+pub(crate) fn store_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `sfence` has no operands and touches no memory Rust knows of.
+    unsafe {
+        std::arch::asm!("sfence", options(nostack, preserves_flags));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Read the time-stamp counter (cycles of the invariant TSC).
+#[inline]
+pub fn rdtsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `rdtsc` reads a counter register and has no memory effects.
+        unsafe { std::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        static START: OnceLock<std::time::Instant> = OnceLock::new();
+        START.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
+    }
+}
+
+/// TSC ticks per nanosecond, measured once against the monotonic clock (20 ms).
+pub fn tsc_ticks_per_ns() -> f64 {
+    static RATE: OnceLock<f64> = OnceLock::new();
+    *RATE.get_or_init(|| {
+        let t0 = std::time::Instant::now();
+        let c0 = rdtsc();
+        while t0.elapsed() < std::time::Duration::from_millis(20) {
+            std::hint::spin_loop();
+        }
+        let c1 = rdtsc();
+        let ns = t0.elapsed().as_nanos() as f64;
+        let rate = (c1.wrapping_sub(c0)) as f64 / ns;
+        if rate.is_finite() && rate > 0.01 { rate } else { 1.0 }
+    })
+}
+
+/// Busy-wait for `ns` nanoseconds on the TSC; returns the nanoseconds actually spent.
+#[inline]
+pub fn busy_wait_ns(ns: u64) -> u64 {
+    if ns == 0 {
+        return 0;
+    }
+    let rate = tsc_ticks_per_ns();
+    let start = rdtsc();
+    let ticks = (ns as f64 * rate) as u64;
+    loop {
+        let now = rdtsc();
+        let spent = now.wrapping_sub(start);
+        if spent >= ticks {
+            return (spent as f64 / rate) as u64;
+        }
+        std::hint::spin_loop();
+    }
+}

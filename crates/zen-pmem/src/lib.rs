@@ -1,0 +1,31 @@
+//! `zen-pmem`: everything zenplus knows about persistent memory.
+//!
+//! - [`PmemBackend`]: the only door to persistent memory (`dax`, `fs`, `emu`,
+//!   `dram`, `sim`, `heap`), chosen once and monomorphised.
+//! - [`Pool`]: the on-media format (header, page table), the page allocator
+//!   (the only persistent work of space management) and [`Persister`], the
+//!   per-thread persist primitives (`write`, `write_u64_atomic`, `flush`,
+//!   `fence`, `persist`, `read`) that count every NVM byte, line and fence.
+//! - [`sim`]: the crash simulator (strict Px86, paranoid and eADR images).
+//!
+//! All `unsafe` code of the project lives in this crate; `UNSAFE.md` at the
+//! repository root lists the sites.
+
+pub mod backend;
+pub mod counters;
+pub mod cpu;
+pub mod error;
+pub mod header;
+pub mod latency;
+pub mod page_table;
+pub mod pool;
+
+pub use backend::{
+    BackendKind, BackendOptions, DaxBackend, DramBackend, EmuBackend, FsBackend, HeapBackend,
+    Marker, PersistenceDomain, PmemBackend,
+};
+pub use counters::{CounterSnapshot, WorkerCounters};
+pub use error::{PmemError, Result};
+pub use latency::{LatencyModel, NvmProfile};
+pub use page_table::{PageOwner, SYSTEM_TABLE};
+pub use pool::{MAX_THREADS, OwnerPages, Persister, Pool, PoolInfo, PoolOptions, SYSTEM_THREAD};

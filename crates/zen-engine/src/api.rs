@@ -1,0 +1,252 @@
+//! The `Engine` seam: what workloads, tests and the CLI see of any engine.
+//!
+//! The traits are object safe so that workload code is compiled once and runs
+//! on every engine (`&mut dyn Transaction`); the engines themselves are generic
+//! over their backend and protocol inside, so the hot paths are monomorphised.
+//!
+//! One transaction attempt is `EngineWorker::execute(opts, body)`: begin, run
+//! the body, commit; an error from the body or from commit aborts (nothing is
+//! written to NVM by an abort). `run` retries retryable aborts a bounded number
+//! of times.
+
+use std::ops::RangeInclusive;
+
+use serde::Serialize;
+use zen_pmem::CounterSnapshot;
+
+use crate::error::{AbortReason, Error, Result};
+use crate::schema::TableSchema;
+
+/// Identifies a table of an engine (index into its catalog).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct TableId(pub u32);
+
+/// When `commit` returns relative to durability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// A second fence after the LP flush: `commit` returns only once durable.
+    #[default]
+    Immediate,
+    /// The paper's mode: one fence per transaction; the commit becomes durable
+    /// at the worker's next fence (its next commit or `sync`).
+    Lazy,
+}
+
+impl Durability {
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Immediate => "immediate",
+            Durability::Lazy => "lazy",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Durability> {
+        match s {
+            "immediate" => Some(Durability::Immediate),
+            "lazy" => Some(Durability::Lazy),
+            _ => None,
+        }
+    }
+}
+
+/// Per-transaction options.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TxnOptions {
+    /// Declared read-only: may run on a snapshot and never writes.
+    pub read_only: bool,
+    /// Overrides the engine's default durability.
+    pub durability: Option<Durability>,
+}
+
+impl TxnOptions {
+    pub fn read_only() -> Self {
+        TxnOptions { read_only: true, durability: None }
+    }
+}
+
+/// What a successful commit reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CommitInfo {
+    /// The commit timestamp (Tx-CTS), 0 for a read-only transaction.
+    pub cts: u64,
+    /// True when the commit is durable as `commit` returns.
+    pub durable: bool,
+    /// Number of tuples written (inserted, updated, deleted).
+    pub writes: u32,
+}
+
+/// One running transaction.
+pub trait Transaction {
+    /// Copy the row of `key` into `out`; `Ok(false)` when absent.
+    fn get(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool>;
+    /// As `get`, declaring the intent to update (2PL takes the write lock now).
+    fn get_for_update(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool>;
+    /// Insert a new row; `DuplicateKey` when the key exists.
+    fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()>;
+    /// Replace the row of `key`; `KeyNotFound` when absent.
+    fn update(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()>;
+    /// Delete the row of `key`; `KeyNotFound` when absent.
+    fn delete(&mut self, table: TableId, key: u64) -> Result<()>;
+    /// Visit rows with keys in `range` in key order, at most `limit`; `f` returns
+    /// false to stop. Returns the number of rows visited.
+    fn scan(
+        &mut self,
+        table: TableId,
+        range: RangeInclusive<u64>,
+        limit: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize>;
+    /// Primary keys whose secondary-index key (`index`-th index) starts with
+    /// `prefix`, in index order, at most `limit`.
+    fn lookup_secondary(
+        &mut self,
+        table: TableId,
+        index: usize,
+        prefix: &[u8],
+        limit: usize,
+        out: &mut Vec<u64>,
+    ) -> Result<()>;
+}
+
+/// Counters of a worker's Met-Cache (or of an engine's equivalent).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+}
+
+impl CacheStats {
+    pub fn add(&self, o: &CacheStats) -> CacheStats {
+        CacheStats {
+            hits: self.hits + o.hits,
+            misses: self.misses + o.misses,
+            evictions: self.evictions + o.evictions,
+        }
+    }
+    pub fn hit_ratio(&self) -> f64 {
+        let total = self.hits + self.misses;
+        if total == 0 { 1.0 } else { self.hits as f64 / total as f64 }
+    }
+}
+
+/// A thread registered with an engine. One per thread; not shared.
+pub trait EngineWorker: Send {
+    /// The worker's id (0-based, dense).
+    fn id(&self) -> usize;
+    /// One attempt: begin, `body`, commit. Any error aborts the attempt.
+    fn execute(
+        &mut self,
+        opts: &TxnOptions,
+        body: &mut dyn FnMut(&mut dyn Transaction) -> Result<()>,
+    ) -> Result<CommitInfo>;
+    /// Make every commit of this worker durable (one fence).
+    fn sync(&mut self) -> Result<()>;
+    /// This worker's NVM counters.
+    fn counters(&self) -> CounterSnapshot;
+    /// This worker's cache counters.
+    fn cache_stats(&self) -> CacheStats;
+}
+
+/// Most attempts `run` makes before giving up on retryable aborts.
+pub const MAX_ATTEMPTS: u32 = 1000;
+
+impl dyn EngineWorker + '_ {
+    /// Run `body` as a transaction, retrying retryable aborts up to
+    /// [`MAX_ATTEMPTS`] times with a short growing back-off. Returns the body's
+    /// value from the attempt that committed.
+    pub fn run<R>(
+        &mut self,
+        opts: &TxnOptions,
+        mut body: impl FnMut(&mut dyn Transaction) -> Result<R>,
+    ) -> Result<R> {
+        let mut attempt = 0u32;
+        loop {
+            let mut value = None;
+            let result = self.execute(opts, &mut |tx| {
+                value = Some(body(tx)?);
+                Ok(())
+            });
+            match result {
+                Ok(_) => return Ok(value.expect("a committed body produced a value")),
+                Err(e) if e.is_retryable() && attempt + 1 < MAX_ATTEMPTS => {
+                    attempt += 1;
+                    for _ in 0..(1u32 << attempt.min(10)) {
+                        std::hint::spin_loop();
+                    }
+                    if attempt % 16 == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// How an engine was recovered, phase by phase.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RecoveryReport {
+    pub threads: usize,
+    pub pages_scanned: u64,
+    pub slots_scanned: u64,
+    pub bytes_scanned: u64,
+    pub tuples_recovered: u64,
+    pub uncommitted_discarded: u64,
+    pub superseded_discarded: u64,
+    pub scan_ms: f64,
+    pub index_ms: f64,
+    pub free_list_ms: f64,
+    pub total_ms: f64,
+}
+
+/// A snapshot of engine-wide state for reports and `zen check`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EngineStatus {
+    pub engine: String,
+    pub cc: String,
+    pub tables: Vec<TableStatus>,
+    pub free_pages: u64,
+    pub page_count: u64,
+    pub gc_reclaimed_slots: u64,
+    pub cache_entries_used: u64,
+    pub cache_entries_capacity: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TableStatus {
+    pub name: String,
+    pub rows: u64,
+    pub row_bytes: usize,
+    pub heap_pages: u64,
+}
+
+/// An engine: tables, workers, counters, lifecycle.
+pub trait Engine: Send + Sync {
+    /// The design, e.g. `zen`.
+    fn name(&self) -> &'static str;
+    /// The concurrency-control protocol, e.g. `silo`.
+    fn cc_name(&self) -> &'static str;
+    /// Create a table, or return the existing one if its schema is identical
+    /// (`SchemaMismatch` otherwise).
+    fn create_table(&self, schema: &TableSchema) -> Result<TableId>;
+    fn table_id(&self, name: &str) -> Result<TableId>;
+    fn schema(&self, table: TableId) -> Result<TableSchema>;
+    /// Register a worker for the calling thread.
+    fn worker(&self) -> Result<Box<dyn EngineWorker + '_>>;
+    /// Sum of every worker's NVM counters.
+    fn pmem_counters(&self) -> CounterSnapshot;
+    fn status(&self) -> EngineStatus;
+    /// The report of the recovery that opened this engine, if it recovered.
+    fn recovery_report(&self) -> Option<RecoveryReport>;
+    /// Check structural invariants (index ↔ heap, no duplicate keys, free
+    /// slots disjoint from live ones); `Err(Corrupt)` names the first violation.
+    fn check_invariants(&self) -> Result<()>;
+    /// Make every commit durable and close cleanly.
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// Convenience for a body that wants to abort on purpose (e.g. TPC-C's 1%).
+pub fn user_abort() -> Error {
+    Error::Abort(AbortReason::User)
+}

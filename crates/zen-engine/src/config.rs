@@ -42,15 +42,13 @@ impl EngineKind {
 #[serde(rename_all = "lowercase")]
 pub enum CcKind {
     Silo,
-    Mvcc,
 }
 
 impl CcKind {
-    pub const ALL: [CcKind; 2] = [CcKind::Silo, CcKind::Mvcc];
+    pub const ALL: [CcKind; 1] = [CcKind::Silo];
     pub fn name(self) -> &'static str {
         match self {
             CcKind::Silo => "silo",
-            CcKind::Mvcc => "mvcc",
         }
     }
     pub fn parse(s: &str) -> Option<CcKind> {
@@ -61,9 +59,6 @@ impl CcKind {
         match self {
             CcKind::Silo => {
                 "single-version OCC (Silo): serializable, strict; scans re-validated at commit (phantom-safe)"
-            }
-            CcKind::Mvcc => {
-                "multi-version timestamp ordering: serializable; versions in the Met-Cache; scans re-validated (phantom-safe)"
             }
         }
     }

@@ -31,10 +31,12 @@ pub enum AbortReason {
     User,
     /// The exclusive stage of Zen+ preempted it.
     Exclusive,
+    /// Every Met-Cache entry of the worker's region is in use by running transactions.
+    CacheFull,
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 9] = [
+    pub const ALL: [AbortReason; 10] = [
         AbortReason::WriteLocked,
         AbortReason::ReadValidation,
         AbortReason::TimestampOrder,
@@ -44,6 +46,7 @@ impl AbortReason {
         AbortReason::OutOfSpace,
         AbortReason::User,
         AbortReason::Exclusive,
+        AbortReason::CacheFull,
     ];
 
     pub fn name(self) -> &'static str {
@@ -57,6 +60,7 @@ impl AbortReason {
             AbortReason::OutOfSpace => "out_of_space",
             AbortReason::User => "user",
             AbortReason::Exclusive => "exclusive",
+            AbortReason::CacheFull => "cache_full",
         }
     }
 

@@ -14,3 +14,39 @@ pub use api::{
 pub use error::{AbortReason, Error, Result};
 pub use schema::{Column, ColumnType, SecondaryIndex, TableSchema};
 pub use config::{CcKind, EngineConfig, EngineKind};
+
+pub mod catalog;
+pub mod cc;
+pub mod heap;
+pub mod ts;
+pub mod zen;
+
+pub use zen::ZenEngine;
+
+use zen_pmem::{BackendKind, DaxBackend, DramBackend, EmuBackend, FsBackend, HeapBackend, PmemBackend};
+
+/// Create (`config.create`) or open and recover an engine: one `match` per
+/// axis (design × backend); the protocol is chosen inside the engine.
+pub fn open(config: &EngineConfig) -> Result<Box<dyn Engine>> {
+    config.validate()?;
+    match config.engine {
+        EngineKind::Zen => match config.pmem {
+            BackendKind::Dax => open_zen::<DaxBackend>(config),
+            BackendKind::Fs => open_zen::<FsBackend>(config),
+            BackendKind::Emu => open_zen::<EmuBackend>(config),
+            BackendKind::Dram => open_zen::<DramBackend>(config),
+            BackendKind::Heap => open_zen::<HeapBackend>(config),
+            BackendKind::Sim => Err(Error::InvalidConfig(
+                "the crash simulator is driven by `zen crash-test` and the tests, not by --pmem".into(),
+            )),
+        },
+    }
+}
+
+fn open_zen<B: PmemBackend>(config: &EngineConfig) -> Result<Box<dyn Engine>> {
+    if config.create {
+        Ok(Box::new(ZenEngine::<B>::create(config)?))
+    } else {
+        Ok(Box::new(ZenEngine::<B>::open(config)?))
+    }
+}

@@ -1,0 +1,233 @@
+//! The Met-Cache: per-(table, worker) regions of DRAM entries.
+//!
+//! An entry holds a tuple's data, a pointer to its NVM slot, its key and
+//! record id, CLOCK / copy flags, an "active" stamp and the protocol's CC-Meta
+//! (three atomic words interpreted by the protocol). Data is stored as atomic
+//! words so that optimistic readers may copy it while a writer installs a new
+//! version (the protocol's version word tells them to retry).
+//!
+//! Ownership rules (Zen §3.2):
+//! (C1) Only the owner worker allocates, evicts and reuses entries of its region;
+//!      anyone may read any entry.
+//! (C2) A worker that commits an update to an entry of another region copies it
+//!      into its own region and marks the original obsolete (the copy bit).
+//! (C3) An entry is *active* while a running transaction may use it: its
+//!      `touch_ts` is at or above the global minimum Tx-CTS. CLOCK never evicts
+//!      an active or recently used entry.
+//! (C4) An evicted or obsolete entry is retired with the clock time; it is
+//!      reused only when the global minimum Tx-CTS passes that time, so no
+//!      running transaction can still hold a reference to it (no ABA).
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+const CHUNK_ENTRIES: usize = 1024;
+
+pub const FLAG_CLOCK: u64 = 1;
+pub const FLAG_COPY: u64 = 2;
+
+/// Location word of a record: `0` = no version, `CACHED | worker << 40 | index`
+/// = a Met-Cache entry, anything else = the offset of an NVM slot.
+pub const LOC_EMPTY: u64 = 0;
+pub const LOC_CACHED: u64 = 1 << 63;
+
+pub fn loc_cached(worker: usize, index: u32) -> u64 {
+    LOC_CACHED | ((worker as u64) << 40) | u64::from(index)
+}
+
+/// (worker, index) of a cached location.
+pub fn loc_entry(loc: u64) -> Option<(usize, u32)> {
+    (loc & LOC_CACHED != 0).then(|| (((loc >> 40) & 0xFFFF) as usize, loc as u32))
+}
+
+#[derive(Debug, Default)]
+pub struct Entry {
+    pub key: AtomicU64,
+    pub record: AtomicU64,
+    pub slot: AtomicU64,
+    pub flags: AtomicU64,
+    pub touch_ts: AtomicU64,
+    pub cc: [AtomicU64; 3],
+}
+
+impl Entry {
+    /// Mark the entry used by a transaction that began at `begin_ts`.
+    #[inline]
+    pub fn touch(&self, begin_ts: u64) {
+        if self.touch_ts.load(Ordering::Relaxed) < begin_ts {
+            self.touch_ts.fetch_max(begin_ts, Ordering::AcqRel);
+        }
+        if self.flags.load(Ordering::Relaxed) & FLAG_CLOCK == 0 {
+            self.flags.fetch_or(FLAG_CLOCK, Ordering::Relaxed);
+        }
+    }
+}
+
+struct Chunk {
+    entries: Box<[Entry]>,
+    data: Box<[AtomicU64]>,
+}
+
+struct RegionState {
+    allocated: u32,
+    free: Vec<u32>,
+    retired: std::collections::VecDeque<(u32, u64)>,
+    hand: u32,
+}
+
+/// One worker's region of one table's Met-Cache.
+pub struct CacheRegion {
+    chunks: Box<[OnceLock<Chunk>]>,
+    words_per_row: usize,
+    capacity: u32,
+    state: Mutex<RegionState>,
+}
+
+/// Result of asking a region for an entry.
+pub enum Alloc {
+    Entry(u32),
+    /// The region is at capacity; the caller should evict and retry.
+    Full,
+}
+
+impl CacheRegion {
+    pub fn new(row_bytes: usize, capacity: u32) -> CacheRegion {
+        let capacity = capacity.max(8);
+        let chunks = (capacity as usize).div_ceil(CHUNK_ENTRIES);
+        CacheRegion {
+            chunks: (0..chunks).map(|_| OnceLock::new()).collect(),
+            words_per_row: row_bytes.div_ceil(8),
+            capacity,
+            state: Mutex::new(RegionState {
+                allocated: 0,
+                free: Vec::new(),
+                retired: Default::default(),
+                hand: 0,
+            }),
+        }
+    }
+
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    pub fn entry_bytes(&self) -> usize {
+        std::mem::size_of::<Entry>() + self.words_per_row * 8
+    }
+
+    fn chunk(&self, index: u32) -> &Chunk {
+        let c = index as usize / CHUNK_ENTRIES;
+        self.chunks[c].get_or_init(|| Chunk {
+            entries: (0..CHUNK_ENTRIES).map(|_| Entry::default()).collect(),
+            data: (0..CHUNK_ENTRIES * self.words_per_row).map(|_| AtomicU64::new(0)).collect(),
+        })
+    }
+
+    #[inline]
+    pub fn entry(&self, index: u32) -> &Entry {
+        &self.chunk(index).entries[index as usize % CHUNK_ENTRIES]
+    }
+
+    #[inline]
+    pub fn data(&self, index: u32) -> &[AtomicU64] {
+        let at = index as usize % CHUNK_ENTRIES * self.words_per_row;
+        &self.chunk(index).data[at..at + self.words_per_row]
+    }
+
+    /// Entries in use (allocated and not free or retired).
+    pub fn used(&self) -> u32 {
+        let s = self.state.lock();
+        s.allocated - s.free.len() as u32 - s.retired.len() as u32
+    }
+
+    /// Take a free entry, reusing retired ones older than `watermark`.
+    pub fn allocate(&self, watermark: u64) -> Alloc {
+        let mut s = self.state.lock();
+        while let Some(&(index, retired_at)) = s.retired.front() {
+            if retired_at >= watermark {
+                break;
+            }
+            s.retired.pop_front();
+            s.free.push(index);
+        }
+        if let Some(index) = s.free.pop() {
+            return Alloc::Entry(index);
+        }
+        if s.allocated < self.capacity {
+            s.allocated += 1;
+            return Alloc::Entry(s.allocated - 1);
+        }
+        Alloc::Full
+    }
+
+    /// Take a free or reusable retired entry, never growing the region.
+    pub fn allocate_reuse_only(&self, watermark: u64) -> Alloc {
+        let mut s = self.state.lock();
+        while let Some(&(index, retired_at)) = s.retired.front() {
+            if retired_at >= watermark {
+                break;
+            }
+            s.retired.pop_front();
+            s.free.push(index);
+        }
+        s.free.pop().map_or(Alloc::Full, Alloc::Entry)
+    }
+
+    /// Give back an entry that was never published.
+    pub fn free_unpublished(&self, index: u32) {
+        self.state.lock().free.push(index);
+    }
+
+    /// Retire a published entry at clock time `now` (C4).
+    pub fn retire(&self, index: u32, now: u64) {
+        self.state.lock().retired.push_back((index, now));
+    }
+
+    /// Advance the CLOCK hand and return candidate victims: allocated entries
+    /// whose clock bit was clear (bits are cleared as the hand passes).
+    pub fn clock_candidates(&self, max: usize, out: &mut Vec<u32>) {
+        let mut s = self.state.lock();
+        let n = s.allocated;
+        if n == 0 {
+            return;
+        }
+        for _ in 0..(2 * n) {
+            let index = s.hand % n;
+            s.hand = s.hand.wrapping_add(1);
+            let e = self.entry(index);
+            let flags = e.flags.load(Ordering::Relaxed);
+            if flags & FLAG_CLOCK != 0 {
+                e.flags.fetch_and(!FLAG_CLOCK, Ordering::Relaxed);
+                continue;
+            }
+            out.push(index);
+            if out.len() >= max {
+                return;
+            }
+        }
+    }
+
+    /// Copy the entry's row into `out` (relaxed word loads; validated by the protocol).
+    #[inline]
+    pub fn read_row(&self, index: u32, out: &mut [u8]) {
+        let words = self.data(index);
+        let mut chunks = out.chunks_mut(8);
+        for (w, dst) in words.iter().zip(&mut chunks) {
+            let bytes = w.load(Ordering::Relaxed).to_le_bytes();
+            dst.copy_from_slice(&bytes[..dst.len()]);
+        }
+    }
+
+    /// Store `row` into the entry's data words.
+    #[inline]
+    pub fn write_row(&self, index: u32, row: &[u8]) {
+        let words = self.data(index);
+        for (w, src) in words.iter().zip(row.chunks(8)) {
+            let mut bytes = [0u8; 8];
+            bytes[..src.len()].copy_from_slice(src);
+            w.store(u64::from_le_bytes(bytes), Ordering::Relaxed);
+        }
+    }
+}

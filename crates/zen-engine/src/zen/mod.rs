@@ -1,0 +1,352 @@
+//! The Zen engine (Zen §3, Zen+ §3): Met-Cache in DRAM, log-free persistent
+//! transactions with the LP bit, lightweight NVM space management and
+//! scan-based parallel recovery.
+//!
+//! LIFECYCLE OF A TRANSACTION
+//!   perform   in DRAM under the protocol (reads from Met-Cache entries, cache
+//!             misses bring NVM tuples into the worker's region; writes buffered)
+//!   persist   Alg. 1: each new version to a free slot of the worker's heap
+//!             region, flush, ONE fence, LP bit on the last tuple's Tx-CTS word
+//!             (one aligned 8-byte store), flush; `Durability::Immediate` adds a
+//!             second fence so `commit` returns only once durable
+//!   maintain  install into the Met-Cache, unlock, queue old versions as garbage
+//!
+//! Aborts never write NVM; read-only transactions never write NVM.
+//!
+//! Module map: `cache` (Met-Cache regions), `space` (heap regions, garbage),
+//! `table` (indexes, location words), `txn` (transactions and commit),
+//! `recovery` (Alg. 2), this file (engine, workers, GC watermark).
+
+pub mod cache;
+pub mod recovery;
+pub mod space;
+pub mod table;
+pub mod txn;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
+use parking_lot::{Mutex, RwLock};
+use zen_pmem::{CounterSnapshot, PageOwner, PmemBackend, Pool, PoolOptions};
+
+use crate::api::{Engine, EngineStatus, EngineWorker, RecoveryReport, TableId, TableStatus};
+use crate::catalog::{self, CatalogDoc};
+use crate::config::EngineConfig;
+use crate::error::{Error, Result};
+use crate::schema::TableSchema;
+use crate::ts::Clock;
+use table::Table;
+
+/// State shared by all workers of one engine.
+pub struct Shared<B: PmemBackend> {
+    pub pool: Pool<B>,
+    pub config: EngineConfig,
+    pub tables: RwLock<Arc<Vec<Arc<Table>>>>,
+    pub tables_version: AtomicU64,
+    pub clock: Clock,
+    /// Regions per table (= most workers, including workers found in the pool).
+    pub regions: usize,
+    workers_in_use: Mutex<Vec<bool>>,
+    /// Begin timestamp of each worker's running transaction, `u64::MAX` if idle.
+    pub active_ts: Box<[CachePadded<AtomicU64>]>,
+    /// Largest Tx-CTS of each worker known to be durable.
+    pub durable_cts: Box<[CachePadded<AtomicU64>]>,
+    /// Commit floors (DRAM copy of the floor page).
+    pub floors: Box<[AtomicU64]>,
+    pub floor_page: u64,
+    /// Owner worker of every pool page (garbage is routed to a slot's owner).
+    pub page_worker: Box<[AtomicU32]>,
+    catalog_lock: Mutex<()>,
+    pub recovery: Option<RecoveryReport>,
+    /// Met-Cache byte budget of each worker.
+    pub cache_budget_bytes: u64,
+    pub cache_used_bytes: Box<[CachePadded<AtomicU64>]>,
+    pub gc_reclaimed: AtomicU64,
+}
+
+/// The Zen engine on backend `B`.
+pub struct ZenEngine<B: PmemBackend> {
+    shared: Arc<Shared<B>>,
+}
+
+impl<B: PmemBackend> ZenEngine<B> {
+    /// Create a new pool per `config` and an empty engine on it.
+    pub fn create(config: &EngineConfig) -> Result<Self> {
+        config.validate()?;
+        let pool = Pool::<B>::create(
+            &backend_options(config),
+            config.pool_size_bytes,
+            &PoolOptions { page_size: config.page_size_bytes, features: 0 },
+        )?;
+        Self::create_on(pool, config)
+    }
+
+    /// Build an empty engine on a freshly formatted pool.
+    pub fn create_on(pool: Pool<B>, config: &EngineConfig) -> Result<Self> {
+        if pool.catalog_root().is_some() {
+            return Err(Error::InvalidConfig(format!(
+                "{}: pool already holds a catalog; open it instead",
+                pool.path().display()
+            )));
+        }
+        let floor_page = pool.allocate_page(zen_pmem::SYSTEM_THREAD, PageOwner::SYSTEM)?;
+        let doc = CatalogDoc { engine: "zen".into(), floor_page, tables: Vec::new() };
+        catalog::write(&pool, zen_pmem::SYSTEM_THREAD, &doc)?;
+        let regions = config.max_workers;
+        let shared = Shared::new(pool, config, regions, floor_page, Clock::resume_above(0), None);
+        Ok(ZenEngine { shared: Arc::new(shared) })
+    }
+
+    /// Open an existing pool per `config` and recover it.
+    pub fn open(config: &EngineConfig) -> Result<Self> {
+        config.validate()?;
+        let pool = Pool::<B>::open(&backend_options(config))?;
+        Self::open_on(pool, config)
+    }
+
+    /// Recover an engine from an opened pool (Alg. 2).
+    pub fn open_on(pool: Pool<B>, config: &EngineConfig) -> Result<Self> {
+        let shared = recovery::recover(pool, config)?;
+        Ok(ZenEngine { shared: Arc::new(shared) })
+    }
+
+    pub fn shared(&self) -> &Shared<B> {
+        &self.shared
+    }
+
+    /// Drop the engine without closing the pool cleanly (as a crash would).
+    pub fn abandon(self) {
+        if let Ok(shared) = Arc::try_unwrap(self.shared) {
+            shared.pool.abandon();
+        }
+    }
+
+    /// Close and hand back the pool (tests inspect it afterwards).
+    pub fn into_pool(self) -> Option<Pool<B>> {
+        Arc::try_unwrap(self.shared).ok().map(|s| s.pool)
+    }
+}
+
+pub fn backend_options(config: &EngineConfig) -> zen_pmem::BackendOptions {
+    zen_pmem::BackendOptions {
+        path: config.pool.clone(),
+        domain: config.domain,
+        latency: config.latency,
+    }
+}
+
+impl<B: PmemBackend> Shared<B> {
+    pub(crate) fn new(
+        pool: Pool<B>,
+        config: &EngineConfig,
+        regions: usize,
+        floor_page: u64,
+        clock: Clock,
+        recovery: Option<RecoveryReport>,
+    ) -> Self {
+        let per_worker = |v: u64| (0..regions).map(|_| CachePadded::new(AtomicU64::new(v))).collect();
+        let budget = config.cache_size_bytes / config.max_workers.max(1) as u64;
+        Shared {
+            page_worker: (0..pool.page_count()).map(|_| AtomicU32::new(u32::MAX)).collect(),
+            pool,
+            config: config.clone(),
+            tables: RwLock::new(Arc::new(Vec::new())),
+            tables_version: AtomicU64::new(0),
+            clock,
+            regions,
+            workers_in_use: Mutex::new(vec![false; config.max_workers.min(regions)]),
+            active_ts: per_worker(u64::MAX),
+            durable_cts: per_worker(0),
+            floors: (0..regions).map(|_| AtomicU64::new(0)).collect(),
+            floor_page,
+            catalog_lock: Mutex::new(()),
+            recovery,
+            cache_budget_bytes: budget.max(64 << 10),
+            cache_used_bytes: per_worker(0),
+            gc_reclaimed: AtomicU64::new(0),
+        }
+    }
+
+    /// Pool thread slot of a worker (slot 0 is the pool's own).
+    pub fn thread_of(worker: usize) -> u32 {
+        worker as u32 + 1
+    }
+
+    /// Global minimum Tx-CTS: no running transaction began before it.
+    pub fn watermark(&self) -> u64 {
+        let now = self.clock.now();
+        self.active_ts.iter().map(|a| a.load(Ordering::Acquire)).fold(now, u64::min)
+    }
+
+    pub fn tables(&self) -> Arc<Vec<Arc<Table>>> {
+        self.tables.read().clone()
+    }
+
+    /// Cache entries a region of a table with `row_bytes` rows may hold.
+    pub(crate) fn region_capacity(&self, row_bytes: usize) -> u32 {
+        let entry = (std::mem::size_of::<cache::Entry>() + row_bytes.div_ceil(8) * 8) as u64;
+        u32::try_from(self.cache_budget_bytes / entry).unwrap_or(u32::MAX).clamp(8, 1 << 30)
+    }
+
+    pub(crate) fn install_tables(&self, schemas: &[TableSchema]) {
+        let mut tables = Vec::with_capacity(schemas.len());
+        for (i, s) in schemas.iter().enumerate() {
+            tables.push(Arc::new(self.make_table(i, s.clone())));
+        }
+        *self.tables.write() = Arc::new(tables);
+        self.tables_version.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn make_table(&self, index: usize, schema: TableSchema) -> Table {
+        let rank = self
+            .config
+            .persist_order
+            .iter()
+            .position(|n| *n == schema.name)
+            .map_or(u32::MAX - 1024 + index as u32, |p| p as u32);
+        let capacity = self.region_capacity(schema.row_size());
+        Table::new(TableId(index as u32), schema, self.regions, capacity, self.pool.page_size(), rank)
+    }
+
+    /// Durably raise worker `w`'s commit floor to at least `cts` (flushed, not fenced).
+    pub(crate) fn raise_floor(&self, thread: u32, worker: usize, cts: u64) {
+        if self.floors[worker].fetch_max(cts, Ordering::AcqRel) >= cts {
+            return;
+        }
+        let p = self.pool.persister(thread);
+        let at = catalog::floor_offset(&self.pool, self.floor_page, worker);
+        p.write_u64_atomic(at, self.floors[worker].load(Ordering::Acquire));
+        p.flush(at, 8);
+    }
+
+    /// Allocate a heap page for (table, worker) and write its header (flushed;
+    /// the next fence of the worker makes it durable before any LP).
+    pub(crate) fn allocate_heap_page(&self, worker: usize, table: &Table) -> Result<(u64, u64)> {
+        let thread = Self::thread_of(worker);
+        let owner = PageOwner { table: table.id.0, worker: worker as u16 };
+        let page = self.pool.allocate_page(thread, owner)?;
+        self.page_worker[page as usize].store(worker as u32, Ordering::Release);
+        let offset = self.pool.page_offset(page);
+        let p = self.pool.persister(thread);
+        p.write(offset, &crate::heap::page_header(table.id.0, worker as u16, table.slot_size));
+        p.flush(offset, 24);
+        Ok((page, offset))
+    }
+}
+
+impl<B: PmemBackend> Engine for ZenEngine<B> {
+    fn name(&self) -> &'static str {
+        "zen"
+    }
+
+    fn cc_name(&self) -> &'static str {
+        self.shared.config.cc.name()
+    }
+
+    fn create_table(&self, schema: &TableSchema) -> Result<TableId> {
+        schema.validate()?;
+        let s = &self.shared;
+        let _guard = s.catalog_lock.lock();
+        let tables = s.tables();
+        if let Some(t) = tables.iter().find(|t| t.schema.name == schema.name) {
+            return if t.schema == *schema {
+                Ok(t.id)
+            } else {
+                Err(Error::SchemaMismatch(schema.name.clone()))
+            };
+        }
+        let mut schemas: Vec<TableSchema> = tables.iter().map(|t| t.schema.clone()).collect();
+        schemas.push(schema.clone());
+        let doc = CatalogDoc { engine: "zen".into(), floor_page: s.floor_page, tables: schemas };
+        catalog::write(&s.pool, zen_pmem::SYSTEM_THREAD, &doc)?;
+        let mut list: Vec<Arc<Table>> = tables.iter().cloned().collect();
+        let id = list.len();
+        list.push(Arc::new(s.make_table(id, schema.clone())));
+        *s.tables.write() = Arc::new(list);
+        s.tables_version.fetch_add(1, Ordering::AcqRel);
+        Ok(TableId(id as u32))
+    }
+
+    fn table_id(&self, name: &str) -> Result<TableId> {
+        self.shared
+            .tables()
+            .iter()
+            .find(|t| t.schema.name == name)
+            .map(|t| t.id)
+            .ok_or_else(|| Error::UnknownTable(name.to_string()))
+    }
+
+    fn schema(&self, table: TableId) -> Result<TableSchema> {
+        self.shared
+            .tables()
+            .get(table.0 as usize)
+            .map(|t| t.schema.clone())
+            .ok_or(Error::UnknownTableId(table.0))
+    }
+
+    fn worker(&self) -> Result<Box<dyn EngineWorker + '_>> {
+        let s = &self.shared;
+        let mut used = s.workers_in_use.lock();
+        let id = used.iter().position(|u| !u).ok_or(Error::TooManyWorkers { max: used.len() })?;
+        used[id] = true;
+        drop(used);
+        Ok(Box::new(txn::ZenWorker::new(s, id)))
+    }
+
+    fn pmem_counters(&self) -> CounterSnapshot {
+        self.shared.pool.total_counters()
+    }
+
+    fn status(&self) -> EngineStatus {
+        let s = &self.shared;
+        let tables = s.tables();
+        let mut status = EngineStatus {
+            engine: "zen".into(),
+            cc: s.config.cc.name().into(),
+            free_pages: s.pool.free_page_count(),
+            page_count: s.pool.page_count(),
+            gc_reclaimed_slots: s.gc_reclaimed.load(Ordering::Relaxed),
+            ..Default::default()
+        };
+        for t in tables.iter() {
+            let rows = txn::count_live(t);
+            let heap_pages = t.heaps.iter().map(|h| h.lock().page_count()).sum();
+            status.tables.push(TableStatus {
+                name: t.schema.name.clone(),
+                rows,
+                row_bytes: t.row_bytes,
+                heap_pages,
+            });
+            status.cache_entries_used += t.caches.iter().map(|c| u64::from(c.used())).sum::<u64>();
+            status.cache_entries_capacity +=
+                t.caches.iter().map(|c| u64::from(c.capacity())).sum::<u64>();
+        }
+        status
+    }
+
+    fn recovery_report(&self) -> Option<RecoveryReport> {
+        self.shared.recovery.clone()
+    }
+
+    fn check_invariants(&self) -> Result<()> {
+        recovery::check_invariants(&self.shared)
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        match Arc::try_unwrap(self.shared) {
+            Ok(shared) => {
+                let p = shared.pool.persister(zen_pmem::SYSTEM_THREAD);
+                p.fence();
+                Ok(shared.pool.close()?)
+            }
+            Err(_) => Err(Error::InvalidConfig("close: workers are still registered".into())),
+        }
+    }
+}
+
+impl<B: PmemBackend> Shared<B> {
+    pub(crate) fn release_worker(&self, id: usize) {
+        self.workers_in_use.lock()[id] = false;
+    }
+}

@@ -1,0 +1,147 @@
+//! A table of the Zen engine: schema, DRAM indexes, location words, and the
+//! per-worker Met-Cache and heap regions.
+//!
+//! INDEXES. The primary index maps key → record id and is never touched by
+//! updates: a record's current location (a Met-Cache entry or an NVM slot,
+//! see `cache::LOC_*`) is an atomic word in the record table, so moving a
+//! tuple between cache and heap is one store. Records of deleted keys stay in
+//! the index with an empty location (a later insert reuses them). Secondary
+//! indexes map (column bytes ‖ primary key) and are maintained at install.
+
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{Mutex, RwLock};
+
+use super::cache::CacheRegion;
+use super::space::{Garbage, HeapRegion};
+use crate::api::TableId;
+use crate::heap;
+use crate::schema::TableSchema;
+
+const RECORD_CHUNK: usize = 1 << 16;
+const RECORD_CHUNKS: usize = 1 << 16;
+
+/// The location words of a table's records, addressed by record id.
+pub struct Records {
+    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    next: AtomicU64,
+}
+
+impl Records {
+    fn new() -> Records {
+        Records { chunks: (0..RECORD_CHUNKS).map(|_| OnceLock::new()).collect(), next: AtomicU64::new(0) }
+    }
+
+    /// A new record id with an empty location.
+    pub fn allocate(&self) -> Option<u64> {
+        let id = self.next.fetch_add(1, Ordering::AcqRel);
+        (id < (RECORD_CHUNK * RECORD_CHUNKS) as u64).then_some(id)
+    }
+
+    #[inline]
+    pub fn loc(&self, id: u64) -> &AtomicU64 {
+        let chunk = self.chunks[id as usize / RECORD_CHUNK]
+            .get_or_init(|| (0..RECORD_CHUNK).map(|_| AtomicU64::new(0)).collect());
+        &chunk[id as usize % RECORD_CHUNK]
+    }
+
+    pub fn count(&self) -> u64 {
+        self.next.load(Ordering::Acquire)
+    }
+}
+
+pub struct SecondaryIndex {
+    pub layout: Vec<(usize, usize)>,
+    pub entries: RwLock<BTreeSet<(Vec<u8>, u64)>>,
+}
+
+impl SecondaryIndex {
+    pub fn key_of(&self, row: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(self.layout.iter().map(|l| l.1).sum());
+        for &(off, len) in &self.layout {
+            k.extend_from_slice(&row[off..off + len]);
+        }
+        k
+    }
+}
+
+pub struct Table {
+    pub id: TableId,
+    pub schema: TableSchema,
+    pub row_bytes: usize,
+    pub slot_size: u64,
+    pub index: scc::TreeIndex<u64, u64>,
+    pub records: Records,
+    pub secondary: Vec<SecondaryIndex>,
+    pub caches: Box<[CacheRegion]>,
+    pub heaps: Box<[Mutex<HeapRegion>]>,
+    pub inbox: Box<[Mutex<Vec<Garbage>>]>,
+    /// Persist-order rank: the LP tuple comes from the table of lowest rank.
+    pub persist_rank: u32,
+}
+
+impl Table {
+    pub fn new(
+        id: TableId,
+        schema: TableSchema,
+        regions: usize,
+        cache_entries_per_region: u32,
+        page_size: u64,
+        persist_rank: u32,
+    ) -> Table {
+        let row_bytes = schema.row_size();
+        let slot_size = heap::slot_size(row_bytes);
+        let secondary = (0..schema.secondary.len())
+            .map(|i| SecondaryIndex {
+                layout: schema.secondary_layout(i).expect("validated schema"),
+                entries: RwLock::new(BTreeSet::new()),
+            })
+            .collect();
+        Table {
+            id,
+            row_bytes,
+            slot_size,
+            index: scc::TreeIndex::new(),
+            records: Records::new(),
+            secondary,
+            caches: (0..regions).map(|_| CacheRegion::new(row_bytes, cache_entries_per_region)).collect(),
+            heaps: (0..regions).map(|_| Mutex::new(HeapRegion::new(slot_size, page_size))).collect(),
+            inbox: (0..regions).map(|_| Mutex::new(Vec::new())).collect(),
+            schema,
+            persist_rank,
+        }
+    }
+
+    /// The record id of `key`, if the index has it.
+    #[inline]
+    pub fn lookup(&self, key: u64) -> Option<u64> {
+        self.index.peek_with(&key, |_, &rid| rid)
+    }
+
+    /// The record id of `key`, creating an empty record if needed.
+    pub fn lookup_or_create(&self, key: u64) -> Option<u64> {
+        if let Some(rid) = self.lookup(key) {
+            return Some(rid);
+        }
+        let rid = self.records.allocate()?;
+        match self.index.insert(key, rid) {
+            Ok(()) => Some(rid),
+            // Lost a race: the other record is the one; ours stays unused.
+            Err(_) => self.lookup(key),
+        }
+    }
+
+    pub fn add_secondary(&self, row: &[u8], key: u64) {
+        for s in &self.secondary {
+            s.entries.write().insert((s.key_of(row), key));
+        }
+    }
+
+    pub fn remove_secondary(&self, row: &[u8], key: u64) {
+        for s in &self.secondary {
+            s.entries.write().remove(&(s.key_of(row), key));
+        }
+    }
+}

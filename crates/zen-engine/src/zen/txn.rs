@@ -1,0 +1,484 @@
+//! Workers and transactions of the Zen engine, with Silo as the protocol.
+//!
+//! A worker owns reusable read/write/scan sets (no allocation on the hot
+//! path once they have grown), runs one transaction at a time, and performs
+//! its share of space management around its fences (see `space.rs`).
+//!
+//! COMMIT, as named phases:
+//!   `lock_write_set` → `validate` (after drawing the Tx-CTS) → `allocate_slots`
+//!   → `persist_new_versions` (Alg. 1) → `install` → `reset`.
+//! Any failure before `persist_new_versions` unlocks and returns an abort;
+//! nothing has been written to NVM by then (slot allocation may allocate and
+//! zero a *page*, which is space management, not transaction data).
+
+use std::sync::Arc;
+use std::sync::atomic::{Ordering, fence};
+
+use zen_pmem::PmemBackend;
+
+use super::Shared;
+use super::cache::{Alloc, FLAG_CLOCK, FLAG_COPY, LOC_EMPTY, loc_cached, loc_entry};
+use super::table::Table;
+use crate::api::{CacheStats, Durability, TableId};
+use crate::cc::silo;
+use crate::error::{AbortReason, Error, Result};
+use crate::heap::{self, SlotHeader};
+use crate::schema::MAX_KEY;
+
+/// Most tuples one transaction may read and write.
+pub const MAX_ACCESS: usize = 1 << 16;
+/// Spins on a locked tuple before giving up.
+const SPIN_LIMIT: u32 = 1 << 16;
+/// Garbage items examined per table per transaction.
+const GC_BATCH: usize = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriteKind {
+    Insert,
+    Update,
+    Delete,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct WriteItem {
+    table: u32,
+    key: u64,
+    rid: u64,
+    kind: WriteKind,
+    data_at: usize,
+    /// (location, TID before locking) once the record is locked.
+    locked: Option<(u64, u64)>,
+    slot: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ReadItem {
+    table: u32,
+    rid: u64,
+    loc: u64,
+    observed: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ScanItem {
+    table: u32,
+    low: u64,
+    high: u64,
+    rids_at: usize,
+    rids_len: usize,
+}
+
+pub struct ZenWorker<'e, B: PmemBackend> {
+    s: &'e Shared<B>,
+    id: usize,
+    thread: u32,
+    tables: Arc<Vec<Arc<Table>>>,
+    tables_version: u64,
+    reads: Vec<ReadItem>,
+    writes: Vec<WriteItem>,
+    write_data: Vec<u8>,
+    scans: Vec<ScanItem>,
+    scan_rids: Vec<u64>,
+    begin_ts: u64,
+    unfenced_cts: Option<u64>,
+    durability: Durability,
+    stats: CacheStats,
+    victims: Vec<u32>,
+    slot_buf: Vec<u8>,
+    row_buf: Vec<u8>,
+}
+
+impl<'e, B: PmemBackend> ZenWorker<'e, B> {
+    pub fn new(s: &'e Shared<B>, id: usize) -> Self {
+        ZenWorker {
+            s,
+            id,
+            thread: Shared::<B>::thread_of(id),
+            tables: s.tables(),
+            tables_version: s.tables_version.load(Ordering::Acquire),
+            reads: Vec::new(),
+            writes: Vec::new(),
+            write_data: Vec::new(),
+            scans: Vec::new(),
+            scan_rids: Vec::new(),
+            begin_ts: 0,
+            unfenced_cts: None,
+            durability: s.config.durability,
+            stats: CacheStats::default(),
+            victims: Vec::new(),
+            slot_buf: Vec::new(),
+            row_buf: Vec::new(),
+        }
+    }
+
+    fn table(&self, table: TableId) -> Result<Arc<Table>> {
+        self.tables.get(table.0 as usize).cloned().ok_or(Error::UnknownTableId(table.0))
+    }
+
+    fn begin(&mut self) {
+        let version = self.s.tables_version.load(Ordering::Acquire);
+        if version != self.tables_version {
+            self.tables = self.s.tables();
+            self.tables_version = version;
+        }
+        self.begin_ts = self.s.clock.now();
+        self.s.active_ts[self.id].store(self.begin_ts, Ordering::SeqCst);
+        // Re-read the clock after publishing, so the watermark never passes us.
+        self.begin_ts = self.begin_ts.min(self.s.clock.now());
+        self.collect_garbage();
+    }
+
+    fn end(&mut self) {
+        self.reads.clear();
+        self.writes.clear();
+        self.write_data.clear();
+        self.scans.clear();
+        self.scan_rids.clear();
+        self.s.active_ts[self.id].store(u64::MAX, Ordering::Release);
+    }
+
+    // ---------------------------------------------------------------- reads
+
+    /// Stable read of a record's current version: (location, TID) and the row
+    /// in `out` when present. Brings heap tuples into the worker's region.
+    fn read_current(&mut self, t: &Table, rid: u64, out: &mut [u8]) -> Result<(u64, u64)> {
+        let locw = t.records.loc(rid);
+        for spin in 0..SPIN_LIMIT {
+            let loc = locw.load(Ordering::Acquire);
+            if loc == LOC_EMPTY {
+                return Ok((LOC_EMPTY, 0));
+            }
+            let Some((w, idx)) = loc_entry(loc) else {
+                self.cache_in(t, rid, loc)?;
+                continue;
+            };
+            let region = &t.caches[w];
+            let e = region.entry(idx);
+            e.touch(self.begin_ts);
+            let t1 = e.cc[0].load(Ordering::Acquire);
+            if t1 & (silo::LOCK | silo::OBSOLETE) != 0 {
+                backoff(spin);
+                continue;
+            }
+            if t1 & silo::ABSENT == 0 {
+                region.read_row(idx, out);
+            }
+            fence(Ordering::Acquire);
+            if e.cc[0].load(Ordering::Relaxed) == t1 && locw.load(Ordering::Acquire) == loc {
+                if w == self.id || spin == 0 {
+                    self.stats.hits += 1;
+                }
+                return Ok((loc, t1));
+            }
+        }
+        Err(Error::Abort(AbortReason::LockTimeout))
+    }
+
+    /// Bring the heap version at `slot` into this worker's Met-Cache region.
+    fn cache_in(&mut self, t: &Table, rid: u64, slot: u64) -> Result<()> {
+        let len = heap::SLOT_HEADER_BYTES as usize + t.row_bytes;
+        self.slot_buf.resize(len, 0);
+        let p = self.s.pool.persister(self.thread);
+        p.read(slot, &mut self.slot_buf[..len]);
+        let locw = t.records.loc(rid);
+        let w0 = u64::from_le_bytes(self.slot_buf[0..8].try_into().expect("8 bytes"));
+        let w1 = u64::from_le_bytes(self.slot_buf[8..16].try_into().expect("8 bytes"));
+        let Some(h) = SlotHeader::decode(w0, w1) else {
+            if locw.load(Ordering::Acquire) != slot {
+                return Ok(());
+            }
+            return Err(Error::Corrupt(format!("record {rid} points at empty slot {slot}")));
+        };
+        let idx = self.allocate_entry(t)?;
+        let region = &t.caches[self.id];
+        let e = region.entry(idx);
+        e.key.store(h.key, Ordering::Relaxed);
+        e.record.store(rid + 1, Ordering::Relaxed);
+        e.slot.store(slot, Ordering::Relaxed);
+        e.flags.store(FLAG_CLOCK, Ordering::Relaxed);
+        e.touch_ts.store(self.begin_ts, Ordering::Relaxed);
+        e.cc[0].store(silo::tid(h.cts, h.deleted), Ordering::Relaxed);
+        region.write_row(idx, &self.slot_buf[heap::SLOT_HEADER_BYTES as usize..len]);
+        let published = locw
+            .compare_exchange(slot, loc_cached(self.id, idx), Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if published {
+            self.stats.misses += 1;
+        } else {
+            e.record.store(0, Ordering::Relaxed);
+            region.free_unpublished(idx);
+        }
+        Ok(())
+    }
+
+    /// A free entry of this worker's region of `t`, evicting if needed.
+    fn allocate_entry(&mut self, t: &Table) -> Result<u32> {
+        let region = &t.caches[self.id];
+        for _ in 0..4 {
+            let used = self.s.cache_used_bytes[self.id].load(Ordering::Relaxed);
+            if used + region.entry_bytes() as u64 <= self.s.cache_budget_bytes
+                || region.used() == 0
+            {
+                let before = region.used();
+                if let Alloc::Entry(idx) = region.allocate(self.s.watermark()) {
+                    if region.used() > before {
+                        self.s.cache_used_bytes[self.id]
+                            .fetch_add(region.entry_bytes() as u64, Ordering::Relaxed);
+                    }
+                    return Ok(idx);
+                }
+            } else if let Alloc::Entry(idx) = region.allocate_reuse_only(self.s.watermark()) {
+                return Ok(idx);
+            }
+            if self.evict(t) == 0 && !self.evict_other_tables(t) {
+                break;
+            }
+        }
+        Err(Error::Abort(AbortReason::CacheFull))
+    }
+
+    fn evict_other_tables(&mut self, except: &Table) -> bool {
+        let tables = self.tables.clone();
+        tables.iter().filter(|t| t.id != except.id).any(|t| self.evict(t) > 0)
+    }
+
+    /// CLOCK over this worker's region of `t`: retire up to a few victims.
+    fn evict(&mut self, t: &Table) -> usize {
+        let region = &t.caches[self.id];
+        let mut victims = std::mem::take(&mut self.victims);
+        victims.clear();
+        region.clock_candidates(16, &mut victims);
+        let watermark = self.s.watermark();
+        let mut evicted = 0;
+        for &idx in &victims {
+            let e = region.entry(idx);
+            let record = e.record.load(Ordering::Acquire);
+            if record == 0 || e.touch_ts.load(Ordering::Acquire) >= watermark {
+                continue;
+            }
+            if e.flags.load(Ordering::Acquire) & FLAG_COPY != 0 {
+                e.record.store(0, Ordering::Release);
+                e.flags.store(0, Ordering::Relaxed);
+                region.retire(idx, self.s.clock.now());
+                self.s.cache_used_bytes[self.id].fetch_sub(region.entry_bytes() as u64, Ordering::Relaxed);
+                evicted += 1;
+                continue;
+            }
+            let Some(prev) = silo::try_lock(&e.cc[0]) else { continue };
+            let locw = t.records.loc(record - 1);
+            if locw.load(Ordering::Acquire) != loc_cached(self.id, idx) {
+                silo::unlock(&e.cc[0], prev);
+                continue;
+            }
+            let home = if prev & silo::ABSENT != 0 { LOC_EMPTY } else { e.slot.load(Ordering::Acquire) };
+            locw.store(home, Ordering::Release);
+            e.cc[0].store(silo::OBSOLETE | (prev & !silo::LOCK), Ordering::Release);
+            e.record.store(0, Ordering::Release);
+            region.retire(idx, self.s.clock.now());
+            self.s.cache_used_bytes[self.id].fetch_sub(region.entry_bytes() as u64, Ordering::Relaxed);
+            self.stats.evictions += 1;
+            evicted += 1;
+        }
+        self.victims = victims;
+        evicted
+    }
+
+    fn find_write(&self, table: u32, rid: u64) -> Option<usize> {
+        self.writes.iter().position(|w| w.table == table && w.rid == rid)
+    }
+
+    fn check_key(t: &Table, key: u64) -> Result<()> {
+        if key > MAX_KEY {
+            return Err(Error::KeyOutOfRange { table: t.schema.name.clone(), key });
+        }
+        Ok(())
+    }
+
+    fn check_row(t: &Table, len: usize) -> Result<()> {
+        if len != t.row_bytes {
+            return Err(Error::WrongTupleSize {
+                table: t.schema.name.clone(),
+                expected: t.row_bytes,
+                actual: len,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_access_limit(&self) -> Result<()> {
+        if self.reads.len() + self.writes.len() >= MAX_ACCESS {
+            return Err(Error::AccessSetFull { limit: MAX_ACCESS });
+        }
+        Ok(())
+    }
+
+    /// Read `key` (read-your-writes first); `Ok(false)` when absent.
+    fn get(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        let t = self.table(table)?;
+        Self::check_key(&t, key)?;
+        Self::check_row(&t, out.len())?;
+        self.check_access_limit()?;
+        let rid = t.lookup_or_create(key).ok_or(Error::Abort(AbortReason::OutOfSpace))?;
+        if let Some(i) = self.find_write(table.0, rid) {
+            let w = self.writes[i];
+            if w.kind == WriteKind::Delete {
+                return Ok(false);
+            }
+            out.copy_from_slice(&self.write_data[w.data_at..w.data_at + t.row_bytes]);
+            return Ok(true);
+        }
+        let (loc, observed) = self.read_current(&t, rid, out)?;
+        self.reads.push(ReadItem { table: table.0, rid, loc, observed });
+        Ok(loc != LOC_EMPTY && observed & silo::ABSENT == 0)
+    }
+
+    fn push_write(&mut self, t: &Table, key: u64, rid: u64, kind: WriteKind, row: Option<&[u8]>) {
+        let data_at = self.write_data.len();
+        match row {
+            Some(r) => self.write_data.extend_from_slice(r),
+            None => self.write_data.resize(data_at + t.row_bytes, 0),
+        }
+        self.writes.push(WriteItem { table: t.id.0, key, rid, kind, data_at, locked: None, slot: 0 });
+    }
+
+    fn update_or_delete(&mut self, table: TableId, key: u64, row: Option<&[u8]>) -> Result<()> {
+        let t = self.table(table)?;
+        Self::check_key(&t, key)?;
+        if let Some(r) = row {
+            Self::check_row(&t, r.len())?;
+        }
+        let not_found = || Error::KeyNotFound { table: t.schema.name.clone(), key };
+        let rid = t.lookup(key).ok_or_else(not_found)?;
+        if let Some(i) = self.find_write(table.0, rid) {
+            let w = &mut self.writes[i];
+            match (w.kind, row) {
+                (WriteKind::Delete, _) => return Err(not_found()),
+                (WriteKind::Insert, None) => {
+                    let w = self.writes.remove(i);
+                    if let Some((loc, prev)) = w.locked {
+                        let (wk, idx) = loc_entry(loc).expect("inserts lock a cache entry");
+                        silo::unlock(&t.caches[wk].entry(idx).cc[0], prev);
+                    }
+                    return Ok(());
+                }
+                (_, None) => w.kind = WriteKind::Delete,
+                (_, Some(r)) => {
+                    let at = w.data_at;
+                    self.write_data[at..at + r.len()].copy_from_slice(r);
+                }
+            }
+            return Ok(());
+        }
+        let mut scratch = std::mem::take(&mut self.row_buf);
+        scratch.resize(t.row_bytes, 0);
+        let present = self.get(table, key, &mut scratch);
+        self.row_buf = scratch;
+        if !present? {
+            return Err(not_found());
+        }
+        let kind = if row.is_some() { WriteKind::Update } else { WriteKind::Delete };
+        self.push_write(&t, key, rid, kind, row);
+        Ok(())
+    }
+
+    fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        let t = self.table(table)?;
+        Self::check_key(&t, key)?;
+        Self::check_row(&t, row.len())?;
+        self.check_access_limit()?;
+        let duplicate = || Error::DuplicateKey { table: t.schema.name.clone(), key };
+        let rid = t.lookup_or_create(key).ok_or(Error::Abort(AbortReason::OutOfSpace))?;
+        if let Some(i) = self.find_write(table.0, rid) {
+            let w = &mut self.writes[i];
+            if w.kind != WriteKind::Delete {
+                return Err(duplicate());
+            }
+            w.kind = WriteKind::Update;
+            let at = w.data_at;
+            self.write_data[at..at + row.len()].copy_from_slice(row);
+            return Ok(());
+        }
+        let locked = self.lock_for_insert(&t, rid, key).map_err(|e| match e {
+            Error::DuplicateKey { .. } => duplicate(),
+            other => other,
+        })?;
+        self.push_write(&t, key, rid, WriteKind::Insert, Some(row));
+        self.writes.last_mut().expect("just pushed").locked = Some(locked);
+        Ok(())
+    }
+
+    /// Lock an absent record for insertion (creating its entry if it has none).
+    fn lock_for_insert(&mut self, t: &Table, rid: u64, key: u64) -> Result<(u64, u64)> {
+        let locw = t.records.loc(rid);
+        for _ in 0..8 {
+            let loc = locw.load(Ordering::Acquire);
+            if loc == LOC_EMPTY {
+                let idx = self.allocate_entry(t)?;
+                let region = &t.caches[self.id];
+                let e = region.entry(idx);
+                let prev = silo::ABSENT;
+                e.key.store(key, Ordering::Relaxed);
+                e.record.store(rid + 1, Ordering::Relaxed);
+                e.slot.store(0, Ordering::Relaxed);
+                e.flags.store(FLAG_CLOCK, Ordering::Relaxed);
+                e.touch_ts.store(self.begin_ts, Ordering::Relaxed);
+                e.cc[0].store(prev | silo::LOCK, Ordering::Relaxed);
+                let mine = loc_cached(self.id, idx);
+                if locw.compare_exchange(LOC_EMPTY, mine, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                    return Ok((mine, prev));
+                }
+                e.record.store(0, Ordering::Relaxed);
+                region.free_unpublished(idx);
+                continue;
+            }
+            let Some((w, idx)) = loc_entry(loc) else {
+                return Err(Error::DuplicateKey { table: t.schema.name.clone(), key });
+            };
+            let e = t.caches[w].entry(idx);
+            e.touch(self.begin_ts);
+            let cur = e.cc[0].load(Ordering::Acquire);
+            if cur & silo::ABSENT == 0 && cur & silo::OBSOLETE == 0 {
+                return Err(Error::DuplicateKey { table: t.schema.name.clone(), key });
+            }
+            let Some(prev) = silo::try_lock(&e.cc[0]) else {
+                return Err(Error::Abort(AbortReason::InsertConflict));
+            };
+            if locw.load(Ordering::Acquire) == loc && prev & silo::ABSENT != 0 {
+                return Ok((loc, prev));
+            }
+            silo::unlock(&e.cc[0], prev);
+        }
+        Err(Error::Abort(AbortReason::InsertConflict))
+    }
+}
+
+#[inline]
+fn backoff(spin: u32) {
+    if spin % 1024 == 1023 {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
+
+/// Number of live rows of a table (for status and checks).
+pub fn count_live(t: &Table) -> u64 {
+    let guard = scc::ebr::Guard::new();
+    let mut rows = 0;
+    for (_, &rid) in t.index.iter(&guard) {
+        let loc = t.records.loc(rid).load(Ordering::Acquire);
+        match loc_entry(loc) {
+            None if loc != LOC_EMPTY => rows += 1,
+            None => {}
+            Some((w, idx)) => {
+                if t.caches[w].entry(idx).cc[0].load(Ordering::Acquire) & silo::ABSENT == 0 {
+                    rows += 1;
+                }
+            }
+        }
+    }
+    rows
+}
+
+mod commit;
+mod scan;

@@ -1,0 +1,401 @@
+//! Commit (Alg. 1), abort, and the worker's share of space management.
+
+use std::sync::atomic::{Ordering, fence};
+
+use zen_pmem::{CounterSnapshot, Marker, PmemBackend};
+
+use super::scan::ZenTxn;
+use super::{ReadItem, SPIN_LIMIT, WriteKind, ZenWorker, GC_BATCH, backoff};
+use crate::api::{CacheStats, CommitInfo, Durability, EngineWorker, Transaction, TxnOptions};
+use crate::cc::silo;
+use crate::error::{AbortReason, Error, Result};
+use crate::heap::{self, SlotHeader};
+use crate::zen::Shared;
+use crate::zen::cache::{FLAG_CLOCK, FLAG_COPY, LOC_EMPTY, loc_cached, loc_entry};
+use crate::zen::space::Garbage;
+use crate::zen::table::Table;
+
+impl<B: PmemBackend> ZenWorker<'_, B> {
+    fn commit(&mut self) -> Result<CommitInfo> {
+        if self.writes.is_empty() {
+            self.validate()?;
+            return Ok(CommitInfo { cts: 0, durable: true, writes: 0 });
+        }
+        if let Err(e) = self.lock_write_set() {
+            self.unlock_all();
+            return Err(e);
+        }
+        let cts = self.s.clock.next(self.id);
+        if let Err(e) = self.validate().and_then(|()| self.allocate_slots()) {
+            self.free_unwritten_slots();
+            self.unlock_all();
+            return Err(e);
+        }
+        let durable = self.persist_new_versions(cts);
+        self.install(cts);
+        Ok(CommitInfo { cts, durable, writes: self.writes.len() as u32 })
+    }
+
+    /// Lock every written record in (table, record) order (deadlock-free).
+    fn lock_write_set(&mut self) -> Result<()> {
+        self.writes.sort_by_key(|w| (w.table, w.rid));
+        for i in 0..self.writes.len() {
+            if self.writes[i].locked.is_some() {
+                continue;
+            }
+            let t = self.tables[self.writes[i].table as usize].clone();
+            let locked = self.lock_record(&t, self.writes[i].rid)?;
+            self.writes[i].locked = Some(locked);
+        }
+        Ok(())
+    }
+
+    fn lock_record(&mut self, t: &Table, rid: u64) -> Result<(u64, u64)> {
+        let locw = t.records.loc(rid);
+        for spin in 0..SPIN_LIMIT {
+            let loc = locw.load(Ordering::Acquire);
+            if loc == LOC_EMPTY {
+                return Err(Error::Abort(AbortReason::ReadValidation));
+            }
+            let Some((w, idx)) = loc_entry(loc) else {
+                self.cache_in(t, rid, loc)?;
+                continue;
+            };
+            let e = t.caches[w].entry(idx);
+            e.touch(self.begin_ts);
+            match silo::try_lock(&e.cc[0]) {
+                Some(prev) if locw.load(Ordering::Acquire) == loc => return Ok((loc, prev)),
+                Some(prev) => silo::unlock(&e.cc[0], prev),
+                None if spin > 64 => return Err(Error::Abort(AbortReason::WriteLocked)),
+                None => backoff(spin),
+            }
+        }
+        Err(Error::Abort(AbortReason::WriteLocked))
+    }
+
+    fn unlock_all(&mut self) {
+        for w in &mut self.writes {
+            if let Some((loc, prev)) = w.locked.take() {
+                let (wk, idx) = loc_entry(loc).expect("locked records are cached");
+                silo::unlock(&self.tables[w.table as usize].caches[wk].entry(idx).cc[0], prev);
+            }
+        }
+    }
+
+    /// Silo's read validation plus phantom checks of every scanned range.
+    fn validate(&self) -> Result<()> {
+        for r in &self.reads {
+            if !self.read_still_valid(r) {
+                return Err(Error::Abort(AbortReason::ReadValidation));
+            }
+        }
+        if self.scans.iter().any(|s| !self.scan_still_valid(s)) {
+            return Err(Error::Abort(AbortReason::Phantom));
+        }
+        Ok(())
+    }
+
+    fn read_still_valid(&self, r: &ReadItem) -> bool {
+        let t = &self.tables[r.table as usize];
+        let current = t.records.loc(r.rid).load(Ordering::Acquire);
+        if current != r.loc {
+            return false;
+        }
+        let Some((w, idx)) = loc_entry(r.loc) else { return r.loc == LOC_EMPTY };
+        let mine = self.writes.iter().any(|x| x.table == r.table && x.rid == r.rid && x.locked.is_some());
+        silo::still_valid(&t.caches[w].entry(idx).cc[0], r.observed, mine)
+    }
+
+    /// Take a free heap slot for every write; pages come from the pool.
+    fn allocate_slots(&mut self) -> Result<()> {
+        for i in 0..self.writes.len() {
+            let t = self.tables[self.writes[i].table as usize].clone();
+            let slot = self.allocate_slot(&t)?;
+            self.writes[i].slot = slot;
+        }
+        Ok(())
+    }
+
+    fn allocate_slot(&mut self, t: &Table) -> Result<u64> {
+        let mut region = t.heaps[self.id].lock();
+        if let Some(slot) = region.allocate() {
+            return Ok(slot);
+        }
+        drop(region);
+        let (page, offset) = self.s.allocate_heap_page(self.id, t).map_err(|e| match e {
+            Error::Pmem(p) if p.is_retryable() => Error::Abort(AbortReason::OutOfSpace),
+            other => other,
+        })?;
+        let mut region = t.heaps[self.id].lock();
+        region.add_page(page, offset);
+        Ok(region.allocate().expect("a new page has free slots"))
+    }
+
+    fn free_unwritten_slots(&mut self) {
+        for w in &mut self.writes {
+            if w.slot != 0 {
+                let t = &self.tables[w.table as usize];
+                let mut region = t.heaps[self.id].lock();
+                if let Some(page) = region.free(w.slot) {
+                    self.s.release_heap_page(self.id, t, &mut region, page);
+                }
+                w.slot = 0;
+            }
+        }
+    }
+
+    /// Alg. 1. Returns whether the commit is durable on return.
+    fn persist_new_versions(&mut self, cts: u64) -> bool {
+        let lp = self
+            .writes
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, w)| self.tables[w.table as usize].persist_rank)
+            .map(|(i, _)| i)
+            .expect("a writing transaction");
+        let p = self.s.pool.persister(self.thread);
+        p.marker(Marker::Begin { txn: cts });
+        for (i, w) in self.writes.iter().enumerate().filter(|(i, _)| *i != lp).chain(
+            std::iter::once((lp, &self.writes[lp])),
+        ) {
+            let _ = i;
+            let t = &self.tables[w.table as usize];
+            let deleted = w.kind == WriteKind::Delete;
+            let mut head = [0u8; 16];
+            head[0..8].copy_from_slice(&SlotHeader::word0(w.key, deleted).to_le_bytes());
+            head[8..16].copy_from_slice(&SlotHeader::word1(cts, false).to_le_bytes());
+            p.write(w.slot, &head);
+            let mut len = heap::SLOT_HEADER_BYTES;
+            if !deleted {
+                p.write(w.slot + len, &self.write_data[w.data_at..w.data_at + t.row_bytes]);
+                len += t.row_bytes as u64;
+            }
+            p.flush(w.slot, len);
+        }
+        p.fence();
+        self.after_fence();
+        let lp_word = self.writes[lp].slot + 8;
+        p.write_u64_atomic(lp_word, SlotHeader::word1(cts, true));
+        p.flush(lp_word, 8);
+        self.unfenced_cts = Some(cts);
+        if self.durability == Durability::Immediate {
+            p.fence();
+            self.after_fence();
+            return true;
+        }
+        false
+    }
+
+    /// Make the new versions visible, unlock, and queue superseded slots.
+    fn install(&mut self, cts: u64) {
+        fence(Ordering::Release);
+        let data = std::mem::take(&mut self.write_data);
+        for i in 0..self.writes.len() {
+            let w = self.writes[i];
+            let t = self.tables[w.table as usize].clone();
+            let (loc, prev) = w.locked.expect("locked at commit");
+            let (owner, idx) = loc_entry(loc).expect("locked records are cached");
+            let deleted = w.kind == WriteKind::Delete;
+            let entry = t.caches[owner].entry(idx);
+            let old_slot = entry.slot.load(Ordering::Acquire);
+            let new_row = &data[w.data_at..w.data_at + t.row_bytes];
+            maintain_secondary(&t, owner, idx, prev, w.key, (!deleted).then_some(new_row));
+            let new_slot = if deleted { 0 } else { w.slot };
+            let copied = owner != self.id && self.install_copy(&t, w.rid, w.key, new_slot, new_row, cts, deleted);
+            if copied {
+                entry.flags.fetch_or(FLAG_COPY, Ordering::AcqRel);
+                entry.cc[0].store(silo::OBSOLETE | (prev & !silo::LOCK), Ordering::Release);
+            } else {
+                if !deleted {
+                    t.caches[owner].write_row(idx, new_row);
+                }
+                entry.slot.store(new_slot, Ordering::Release);
+                entry.cc[0].store(silo::tid(cts, deleted), Ordering::Release);
+            }
+            if old_slot != 0 {
+                let then_release = deleted.then_some((w.slot, self.id));
+                self.s.send_garbage(&t, Garbage { slot: old_slot, cts, writer: self.id, then_release });
+            }
+            self.writes[i].locked = None;
+        }
+        self.write_data = data;
+    }
+
+    /// Copy-on-foreign-write (§3.2): the new version goes to an entry of this
+    /// worker's region. False when no entry is free (install in place instead).
+    #[allow(clippy::too_many_arguments)]
+    fn install_copy(&mut self, t: &Table, rid: u64, key: u64, slot: u64, row: &[u8], cts: u64, deleted: bool) -> bool {
+        let Ok(idx) = self.allocate_entry(t) else { return false };
+        let region = &t.caches[self.id];
+        let e = region.entry(idx);
+        e.key.store(key, Ordering::Relaxed);
+        e.record.store(rid + 1, Ordering::Relaxed);
+        e.slot.store(slot, Ordering::Relaxed);
+        e.flags.store(FLAG_CLOCK, Ordering::Relaxed);
+        e.touch_ts.store(self.begin_ts, Ordering::Relaxed);
+        if !deleted {
+            region.write_row(idx, row);
+        }
+        e.cc[0].store(silo::tid(cts, deleted), Ordering::Release);
+        t.records.loc(rid).store(loc_cached(self.id, idx), Ordering::Release);
+        true
+    }
+
+    /// After each fence of this worker: acknowledge, then advance the zeroing
+    /// pipeline of every table (`space.rs`, S1–S5).
+    fn after_fence(&mut self) {
+        let p = self.s.pool.persister(self.thread);
+        if let Some(cts) = self.unfenced_cts.take() {
+            self.s.durable_cts[self.id].store(cts, Ordering::Release);
+            p.marker(Marker::Ack { txn: cts });
+        }
+        let tables = self.tables.clone();
+        for t in tables.iter() {
+            let mut region = t.heaps[self.id].lock();
+            let durable: Vec<_> = region.zero_pending.drain(..).collect();
+            for (slot, then) in durable {
+                if let Some(page) = region.free(slot) {
+                    self.s.release_heap_page(self.id, t, &mut region, page);
+                }
+                if let Some((tomb, owner)) = then {
+                    let g = Garbage { slot: tomb, cts: 0, writer: self.id, then_release: None };
+                    t.inbox[owner].lock().push(g);
+                }
+                self.s.gc_reclaimed.fetch_add(1, Ordering::Relaxed);
+            }
+            let to_zero: Vec<_> = region.to_zero.drain(..).collect();
+            for (slot, then) in to_zero {
+                p.write_u64_atomic(slot + 8, 0);
+                p.flush(slot + 8, 8);
+                region.zero_pending.push((slot, then));
+            }
+        }
+    }
+
+    /// Move reclaimable garbage (S2) towards zeroing; bounded per transaction.
+    pub(super) fn collect_garbage(&mut self) {
+        let watermark = self.s.watermark();
+        let tables = self.tables.clone();
+        for t in tables.iter() {
+            let mut region = t.heaps[self.id].lock();
+            {
+                let mut inbox = t.inbox[self.id].lock();
+                region.garbage.extend(inbox.drain(..));
+            }
+            for _ in 0..GC_BATCH.min(region.garbage.len()) {
+                let g = region.garbage.pop_front().expect("bounded by len");
+                let durable = self.s.durable_cts[g.writer].load(Ordering::Acquire) >= g.cts;
+                if !(durable && g.cts < watermark) {
+                    region.garbage.push_back(g);
+                    continue;
+                }
+                let word = self.s.pool.backend().load_u64(g.slot + 8);
+                if word & heap::LP_BIT != 0 {
+                    self.s.raise_floor(self.thread, self.id, word >> 1);
+                }
+                region.to_zero.push((g.slot, g.then_release));
+            }
+        }
+    }
+
+    fn abort(&mut self) {
+        self.unlock_all();
+    }
+}
+
+/// Keep secondary indexes in step with an installed write (lock held).
+fn maintain_secondary(t: &Table, owner: usize, idx: u32, prev: u64, key: u64, new_row: Option<&[u8]>) {
+    if t.secondary.is_empty() {
+        return;
+    }
+    let mut old = vec![0u8; t.row_bytes];
+    let had_old = prev & silo::ABSENT == 0;
+    if had_old {
+        t.caches[owner].read_row(idx, &mut old);
+    }
+    match (had_old, new_row) {
+        (true, Some(new)) if t.secondary.iter().all(|s| s.key_of(&old) == s.key_of(new)) => {}
+        (true, Some(new)) => {
+            t.remove_secondary(&old, key);
+            t.add_secondary(new, key);
+        }
+        (true, None) => t.remove_secondary(&old, key),
+        (false, Some(new)) => t.add_secondary(new, key),
+        (false, None) => {}
+    }
+}
+
+impl<B: PmemBackend> Shared<B> {
+    /// Route a superseded slot to the garbage inbox of the worker that owns it.
+    pub(crate) fn send_garbage(&self, t: &Table, g: Garbage) {
+        let page = g.slot / self.pool.page_size();
+        let owner = self.page_worker[page as usize].load(Ordering::Acquire) as usize;
+        assert!(owner < self.regions, "slot {} on page {page} without an owner worker", g.slot);
+        t.inbox[owner].lock().push(g);
+    }
+
+    /// Release an empty heap page of `worker`'s region of `t` (S5).
+    pub(crate) fn release_heap_page(
+        &self,
+        worker: usize,
+        t: &Table,
+        region: &mut crate::zen::space::HeapRegion,
+        page: u64,
+    ) {
+        let owner = zen_pmem::PageOwner { table: t.id.0, worker: worker as u16 };
+        // Free slots of the page are durably zero; the page table entry is the
+        // only thing that changes, with one atomic store.
+        if self.pool.release_page(Shared::<B>::thread_of(worker), page, owner).is_ok() {
+            region.remove_page(page);
+            self.page_worker[page as usize].store(u32::MAX, Ordering::Release);
+        }
+    }
+}
+
+impl<B: PmemBackend> EngineWorker for ZenWorker<'_, B> {
+    fn id(&self) -> usize {
+        self.id
+    }
+
+    fn execute(
+        &mut self,
+        opts: &TxnOptions,
+        body: &mut dyn FnMut(&mut dyn Transaction) -> Result<()>,
+    ) -> Result<CommitInfo> {
+        self.durability = opts.durability.unwrap_or(self.s.config.durability);
+        self.begin();
+        let result = body(&mut ZenTxn { w: self }).and_then(|()| {
+            if opts.read_only && !self.writes.is_empty() {
+                return Err(Error::Unsupported("a read-only transaction wrote".into()));
+            }
+            self.commit()
+        });
+        if result.is_err() {
+            self.abort();
+        }
+        self.end();
+        result
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.s.pool.persister(self.thread).fence();
+        self.after_fence();
+        Ok(())
+    }
+
+    fn counters(&self) -> CounterSnapshot {
+        self.s.pool.counters(self.thread).snapshot()
+    }
+
+    fn cache_stats(&self) -> CacheStats {
+        self.stats
+    }
+}
+
+impl<B: PmemBackend> Drop for ZenWorker<'_, B> {
+    fn drop(&mut self) {
+        // Make lazily committed transactions durable before the worker goes.
+        let _ = EngineWorker::sync(self);
+        self.s.release_worker(self.id);
+    }
+}

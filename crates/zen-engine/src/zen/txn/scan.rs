@@ -1,0 +1,154 @@
+//! Range scans and secondary-index lookups, and the `Transaction` impl.
+//!
+//! A scan reads every record of the range through the normal read path (so
+//! each row is validated like a point read) and remembers the record ids it
+//! met; commit re-scans the index range and aborts with `Phantom` if the set
+//! of records changed (records the transaction inserted itself excepted).
+
+use std::ops::RangeInclusive;
+
+use zen_pmem::PmemBackend;
+
+use super::{ReadItem, ScanItem, WriteKind, ZenWorker};
+use crate::api::{TableId, Transaction};
+use crate::cc::silo;
+use crate::error::{Error, Result};
+use crate::zen::cache::LOC_EMPTY;
+use crate::zen::table::Table;
+
+impl<B: PmemBackend> ZenWorker<'_, B> {
+    pub(super) fn scan(
+        &mut self,
+        table: TableId,
+        range: RangeInclusive<u64>,
+        limit: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize> {
+        let t = self.table(table)?;
+        let (low, high) = (*range.start(), *range.end());
+        let mut row = vec![0u8; t.row_bytes];
+        let rids_at = self.scan_rids.len();
+        let mut visited = 0;
+        let mut last = high;
+        let mut stopped = false;
+        let guard = scc::ebr::Guard::new();
+        for (&key, &rid) in t.index.range(low..=high, &guard) {
+            self.check_access_limit()?;
+            self.scan_rids.push(rid);
+            last = key;
+            if self.visit(&t, key, rid, &mut row)? {
+                visited += 1;
+                if !f(key, &row) || visited >= limit {
+                    stopped = true;
+                    break;
+                }
+            }
+        }
+        drop(guard);
+        if !stopped {
+            last = high;
+        }
+        let rids_len = self.scan_rids.len() - rids_at;
+        self.scans.push(ScanItem { table: table.0, low, high: last, rids_at, rids_len });
+        Ok(visited)
+    }
+
+    /// Read one record met by a scan; true when it has a live row in `row`.
+    fn visit(&mut self, t: &Table, _key: u64, rid: u64, row: &mut [u8]) -> Result<bool> {
+        if let Some(i) = self.find_write(t.id.0, rid) {
+            let w = self.writes[i];
+            if w.kind == WriteKind::Delete {
+                return Ok(false);
+            }
+            row.copy_from_slice(&self.write_data[w.data_at..w.data_at + t.row_bytes]);
+            return Ok(true);
+        }
+        let (loc, observed) = self.read_current(t, rid, row)?;
+        self.reads.push(ReadItem { table: t.id.0, rid, loc, observed });
+        Ok(loc != LOC_EMPTY && observed & silo::ABSENT == 0)
+    }
+
+    /// Does the index range of `scan` still hold exactly the records it met?
+    pub(super) fn scan_still_valid(&self, scan: &ScanItem) -> bool {
+        let t = &self.tables[scan.table as usize];
+        let seen = &self.scan_rids[scan.rids_at..scan.rids_at + scan.rids_len];
+        let mine = |rid: u64| {
+            self.writes.iter().any(|w| w.table == scan.table && w.rid == rid && w.kind == WriteKind::Insert)
+        };
+        let guard = scc::ebr::Guard::new();
+        let mut now = t.index.range(scan.low..=scan.high, &guard).map(|(_, &rid)| rid).filter(|&r| !mine(r));
+        let mut before = seen.iter().copied().filter(|&r| !mine(r));
+        loop {
+            match (now.next(), before.next()) {
+                (None, None) => return true,
+                (Some(a), Some(b)) if a == b => {}
+                _ => return false,
+            }
+        }
+    }
+
+    pub(super) fn lookup_secondary(
+        &mut self,
+        table: TableId,
+        index: usize,
+        prefix: &[u8],
+        limit: usize,
+        out: &mut Vec<u64>,
+    ) -> Result<()> {
+        let t = self.table(table)?;
+        let s = t.secondary.get(index).ok_or_else(|| Error::InvalidSchema {
+            table: t.schema.name.clone(),
+            detail: format!("no secondary index #{index}"),
+        })?;
+        let entries = s.entries.read();
+        for (k, pk) in entries.range((prefix.to_vec(), 0)..) {
+            if !k.starts_with(prefix) || out.len() >= limit {
+                break;
+            }
+            out.push(*pk);
+        }
+        Ok(())
+    }
+}
+
+/// The transaction handed to a body: a view of the worker.
+pub struct ZenTxn<'w, 'e, B: PmemBackend> {
+    pub(super) w: &'w mut ZenWorker<'e, B>,
+}
+
+impl<B: PmemBackend> Transaction for ZenTxn<'_, '_, B> {
+    fn get(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        self.w.get(table, key, out)
+    }
+    fn get_for_update(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        self.w.get(table, key, out)
+    }
+    fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        self.w.insert(table, key, row)
+    }
+    fn update(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        self.w.update_or_delete(table, key, Some(row))
+    }
+    fn delete(&mut self, table: TableId, key: u64) -> Result<()> {
+        self.w.update_or_delete(table, key, None)
+    }
+    fn scan(
+        &mut self,
+        table: TableId,
+        range: RangeInclusive<u64>,
+        limit: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize> {
+        self.w.scan(table, range, limit, f)
+    }
+    fn lookup_secondary(
+        &mut self,
+        table: TableId,
+        index: usize,
+        prefix: &[u8],
+        limit: usize,
+        out: &mut Vec<u64>,
+    ) -> Result<()> {
+        self.w.lookup_secondary(table, index, prefix, limit, out)
+    }
+}

@@ -244,6 +244,9 @@ pub trait Engine: Send + Sync {
     fn check_invariants(&self) -> Result<()>;
     /// Make every commit durable and close cleanly.
     fn close(self: Box<Self>) -> Result<()>;
+    /// Drop the engine without the clean shutdown, as a crash would (tests;
+    /// lazily committed transactions that were never fenced may be lost).
+    fn abandon(self: Box<Self>);
 }
 
 /// Convenience for a body that wants to abort on purpose (e.g. TPC-C's 1%).

@@ -162,7 +162,7 @@ impl<B: PmemBackend> Shared<B> {
             floor_page,
             catalog_lock: Mutex::new(()),
             recovery,
-            cache_budget_bytes: budget.max(64 << 10),
+            cache_budget_bytes: budget.max(4 << 10),
             cache_used_bytes: per_worker(0),
             gc_reclaimed: AtomicU64::new(0),
         }
@@ -331,6 +331,10 @@ impl<B: PmemBackend> Engine for ZenEngine<B> {
 
     fn check_invariants(&self) -> Result<()> {
         recovery::check_invariants(&self.shared)
+    }
+
+    fn abandon(self: Box<Self>) {
+        ZenEngine::abandon(*self);
     }
 
     fn close(self: Box<Self>) -> Result<()> {

@@ -125,7 +125,6 @@ impl<'e, B: PmemBackend> ZenWorker<'e, B> {
         self.s.active_ts[self.id].store(self.begin_ts, Ordering::SeqCst);
         // Re-read the clock after publishing, so the watermark never passes us.
         self.begin_ts = self.begin_ts.min(self.s.clock.now());
-        self.collect_garbage();
     }
 
     fn end(&mut self) {

@@ -33,6 +33,7 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
         }
         let durable = self.persist_new_versions(cts);
         self.install(cts);
+        self.collect_garbage();
         Ok(CommitInfo { cts, durable, writes: self.writes.len() as u32 })
     }
 

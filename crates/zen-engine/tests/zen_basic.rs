@@ -1,0 +1,155 @@
+//! Single-worker behaviour of the Zen engine: CRUD, scans, errors, counters,
+//! reopen and crash recovery on a file pool.
+
+mod common;
+
+use common::*;
+use zen_engine::{Durability, Engine, Error, TxnOptions};
+
+fn opts() -> TxnOptions {
+    TxnOptions::default()
+}
+
+#[test]
+fn insert_get_update_delete_and_scan() {
+    let engine = zen_engine::open(&dram_config()).unwrap();
+    let t = engine.create_table(&accounts()).unwrap();
+    let mut w = engine.worker().unwrap();
+    w.run(&opts(), |tx| {
+        for k in 0..100 {
+            tx.insert(t, k, &row(k as i64))?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let mut out = vec![0u8; ROW];
+    w.run(&opts(), |tx| {
+        assert!(tx.get(t, 7, &mut out)?);
+        assert_eq!(value(&out), 7);
+        tx.update(t, 7, &row(700))?;
+        tx.delete(t, 8)?;
+        Ok(())
+    })
+    .unwrap();
+    let (sum, n) = w
+        .run(&opts(), |tx| {
+            let mut sum = 0;
+            let n = tx.scan(t, 5..=9, 100, &mut |_, r| {
+                sum += value(r);
+                true
+            })?;
+            Ok((sum, n))
+        })
+        .unwrap();
+    assert_eq!((n, sum), (4, 5 + 6 + 700 + 9));
+    let missing = w.run(&opts(), |tx| tx.update(t, 8, &row(1)));
+    assert!(matches!(missing, Err(Error::KeyNotFound { .. })));
+    let dup = w.run(&opts(), |tx| tx.insert(t, 9, &row(1)));
+    assert!(matches!(dup, Err(Error::DuplicateKey { .. })));
+    w.run(&opts(), |tx| tx.insert(t, 8, &row(88))).unwrap();
+    assert!(w.run(&opts(), |tx| tx.get(t, 8, &mut out)).unwrap());
+    assert_eq!(value(&out), 88);
+    drop(w);
+    engine.check_invariants().unwrap();
+}
+
+#[test]
+fn bad_input_gives_typed_errors() {
+    let engine = zen_engine::open(&dram_config()).unwrap();
+    let t = engine.create_table(&accounts()).unwrap();
+    assert!(matches!(engine.table_id("nope"), Err(Error::UnknownTable(_))));
+    let other = accounts().column("extra", zen_engine::ColumnType::I32);
+    assert!(matches!(engine.create_table(&other), Err(Error::SchemaMismatch(_))));
+    let mut w = engine.worker().unwrap();
+    let short = w.run(&opts(), |tx| tx.insert(t, 1, &[0u8; 3]));
+    assert!(matches!(short, Err(Error::WrongTupleSize { expected: ROW, actual: 3, .. })));
+    let big = w.run(&opts(), |tx| tx.insert(t, u64::MAX, &row(0)));
+    assert!(matches!(big, Err(Error::KeyOutOfRange { .. })));
+    let bad_table = w.run(&opts(), |tx| tx.insert(zen_engine::TableId(9), 1, &row(0)));
+    assert!(matches!(bad_table, Err(Error::UnknownTableId(9))));
+    drop(w);
+    let workers: Vec<_> = (0..8).map(|_| engine.worker().unwrap()).collect();
+    assert!(matches!(engine.worker(), Err(Error::TooManyWorkers { max: 8 })));
+    drop(workers);
+}
+
+#[test]
+fn counters_per_transaction_match_alg_1() {
+    for (durability, fences) in [(Durability::Lazy, 1), (Durability::Immediate, 2)] {
+        let engine = zen_engine::open(&dram_config()).unwrap();
+        let t = engine.create_table(&accounts()).unwrap();
+        let mut w = engine.worker().unwrap();
+        let o = TxnOptions { durability: Some(durability), ..Default::default() };
+        w.run(&o, |tx| (0..4).try_for_each(|k| tx.insert(t, k, &row(1)))).unwrap();
+        w.sync().unwrap();
+        let before = w.counters();
+        let mut out = vec![0u8; ROW];
+        w.run(&o, |tx| tx.get(t, 1, &mut out)).unwrap();
+        let read_only = w.counters().since(&before);
+        assert_eq!((read_only.bytes_written, read_only.fences), (0, 0), "reads never write NVM");
+        let before = w.counters();
+        w.run(&o, |tx| (0..3).try_for_each(|k| tx.update(t, k, &row(2)))).unwrap();
+        let d = w.counters().since(&before);
+        let slot = zen_engine::heap::slot_size(ROW);
+        assert_eq!(d.fences, fences, "{durability:?}");
+        assert_eq!(d.bytes_written, 3 * slot + 8, "3 slots and the LP word");
+        let before = w.counters();
+        let aborted = w.execute(&o, &mut |tx| {
+            tx.update(t, 1, &row(3))?;
+            Err(zen_engine::user_abort())
+        });
+        assert!(aborted.is_err());
+        let d = w.counters().since(&before);
+        assert_eq!((d.bytes_written, d.fences), (0, 0), "aborts never write NVM");
+    }
+}
+
+#[test]
+fn committed_state_survives_clean_reopen_and_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let engine = zen_engine::open(&fs_config(dir.path(), true)).unwrap();
+        let t = engine.create_table(&accounts()).unwrap();
+        let mut w = engine.worker().unwrap();
+        for k in 0..300u64 {
+            w.run(&opts(), |tx| tx.insert(t, k, &row(k as i64))).unwrap();
+        }
+        for k in (0..300u64).step_by(3) {
+            w.run(&opts(), |tx| tx.update(t, k, &row(-(k as i64)))).unwrap();
+        }
+        for k in (1..300u64).step_by(5) {
+            w.run(&opts(), |tx| tx.delete(t, k)).unwrap();
+        }
+        drop(w);
+        engine.close().unwrap();
+    }
+    let expect = |k: u64| -> Option<i64> {
+        if k % 5 == 1 {
+            None
+        } else if k % 3 == 0 {
+            Some(-(k as i64))
+        } else {
+            Some(k as i64)
+        }
+    };
+    for round in 0..2 {
+        let engine = zen_engine::open(&fs_config(dir.path(), false)).unwrap();
+        let report = engine.recovery_report().unwrap();
+        assert_eq!(report.tuples_recovered, (0..300).filter(|&k| expect(k).is_some()).count() as u64);
+        engine.check_invariants().unwrap();
+        let t = engine.table_id("accounts").unwrap();
+        let mut w = engine.worker().unwrap();
+        let mut out = vec![0u8; ROW];
+        for k in 0..300u64 {
+            let found = w.run(&opts(), |tx| tx.get(t, k, &mut out)).unwrap();
+            assert_eq!(found.then(|| value(&out)), expect(k), "key {k} round {round}");
+        }
+        drop(w);
+        if round == 0 {
+            // Simulate a crash: no clean shutdown.
+            engine.abandon();
+        } else {
+            engine.close().unwrap();
+        }
+    }
+}

@@ -71,7 +71,9 @@ pub fn write<B: PmemBackend>(pool: &Pool<B>, thread: u32, doc: &CatalogDoc) -> R
 pub fn read<B: PmemBackend>(pool: &Pool<B>) -> Result<Option<CatalogDoc>> {
     let Some(page) = pool.catalog_root() else { return Ok(None) };
     let page = u64::from(page);
-    let corrupt = |what: String| Error::Corrupt(format!("{}: catalog page {page}: {what}", pool.path().display()));
+    let corrupt = |what: String| {
+        Error::Corrupt(format!("{}: catalog page {page}: {what}", pool.path().display()))
+    };
     if page == 0 || page >= pool.page_count() || pool.page_owner(page)? != Some(PageOwner::SYSTEM) {
         return Err(corrupt("not a system page".into()));
     }

@@ -11,9 +11,9 @@ pub use api::{
     CacheStats, CommitInfo, Durability, Engine, EngineStatus, EngineWorker, RecoveryReport,
     TableId, TableStatus, Transaction, TxnOptions, user_abort,
 };
+pub use config::{CcKind, EngineConfig, EngineKind};
 pub use error::{AbortReason, Error, Result};
 pub use schema::{Column, ColumnType, SecondaryIndex, TableSchema};
-pub use config::{CcKind, EngineConfig, EngineKind};
 
 pub mod catalog;
 pub mod cc;
@@ -23,7 +23,9 @@ pub mod zen;
 
 pub use zen::ZenEngine;
 
-use zen_pmem::{BackendKind, DaxBackend, DramBackend, EmuBackend, FsBackend, HeapBackend, PmemBackend};
+use zen_pmem::{
+    BackendKind, DaxBackend, DramBackend, EmuBackend, FsBackend, HeapBackend, PmemBackend,
+};
 
 /// Create (`config.create`) or open and recover an engine: one `match` per
 /// axis (design × backend); the protocol is chosen inside the engine.
@@ -37,7 +39,8 @@ pub fn open(config: &EngineConfig) -> Result<Box<dyn Engine>> {
             BackendKind::Dram => open_zen::<DramBackend>(config),
             BackendKind::Heap => open_zen::<HeapBackend>(config),
             BackendKind::Sim => Err(Error::InvalidConfig(
-                "the crash simulator is driven by `zen crash-test` and the tests, not by --pmem".into(),
+                "the crash simulator is driven by `zen crash-test` and the tests, not by --pmem"
+                    .into(),
             )),
         },
     }

@@ -120,7 +120,10 @@ impl TableSchema {
             }
         }
         if self.row_size() > MAX_ROW_BYTES {
-            return Err(invalid(format!("row of {} bytes exceeds {MAX_ROW_BYTES}", self.row_size())));
+            return Err(invalid(format!(
+                "row of {} bytes exceeds {MAX_ROW_BYTES}",
+                self.row_size()
+            )));
         }
         for (i, idx) in self.secondary.iter().enumerate() {
             if idx.columns.is_empty() {

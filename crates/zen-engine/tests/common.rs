@@ -7,7 +7,9 @@ use zen_pmem::BackendKind;
 pub const ROW: usize = 32;
 
 pub fn accounts() -> TableSchema {
-    TableSchema::new("accounts").column("balance", ColumnType::I64).column("pad", ColumnType::Bytes(24))
+    TableSchema::new("accounts")
+        .column("balance", ColumnType::I64)
+        .column("pad", ColumnType::Bytes(24))
 }
 
 pub fn row(v: i64) -> Vec<u8> {

@@ -135,7 +135,10 @@ fn committed_state_survives_clean_reopen_and_crash() {
     for round in 0..2 {
         let engine = zen_engine::open(&fs_config(dir.path(), false)).unwrap();
         let report = engine.recovery_report().unwrap();
-        assert_eq!(report.tuples_recovered, (0..300).filter(|&k| expect(k).is_some()).count() as u64);
+        assert_eq!(
+            report.tuples_recovered,
+            (0..300).filter(|&k| expect(k).is_some()).count() as u64
+        );
         engine.check_invariants().unwrap();
         let t = engine.table_id("accounts").unwrap();
         let mut w = engine.worker().unwrap();

@@ -68,7 +68,9 @@ fn bank_run(engine: Arc<Box<dyn Engine>>, workers: usize, txns: usize, hot: u64)
     let handles: Vec<_> = (0..workers)
         .map(|i| {
             let (engine, stop) = (engine.clone(), stop.clone());
-            std::thread::spawn(move || transfers(engine.as_ref().as_ref(), i as u64, txns, hot, &stop))
+            std::thread::spawn(move || {
+                transfers(engine.as_ref().as_ref(), i as u64, txns, hot, &stop)
+            })
         })
         .collect();
     for h in handles {
@@ -82,8 +84,10 @@ fn bank_run(engine: Arc<Box<dyn Engine>>, workers: usize, txns: usize, hot: u64)
 fn setup(engine: &dyn Engine) {
     let t = engine.create_table(&accounts()).unwrap();
     let mut w = engine.worker().unwrap();
-    w.run(&TxnOptions::default(), |tx| (0..ACCOUNTS).try_for_each(|k| tx.insert(t, k, &row(INITIAL))))
-        .unwrap();
+    w.run(&TxnOptions::default(), |tx| {
+        (0..ACCOUNTS).try_for_each(|k| tx.insert(t, k, &row(INITIAL)))
+    })
+    .unwrap();
 }
 
 #[test]

@@ -19,7 +19,9 @@ enum Op {
     Scan(u64, u64),
     /// Several writes in one transaction, then abort.
     Aborted(u64, i64),
-    Reopen { crash: bool },
+    Reopen {
+        crash: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {

@@ -145,7 +145,8 @@ impl<B: PmemBackend> Shared<B> {
         clock: Clock,
         recovery: Option<RecoveryReport>,
     ) -> Self {
-        let per_worker = |v: u64| (0..regions).map(|_| CachePadded::new(AtomicU64::new(v))).collect();
+        let per_worker =
+            |v: u64| (0..regions).map(|_| CachePadded::new(AtomicU64::new(v))).collect();
         let budget = config.cache_size_bytes / config.max_workers.max(1) as u64;
         Shared {
             page_worker: (0..pool.page_count()).map(|_| AtomicU32::new(u32::MAX)).collect(),
@@ -206,7 +207,14 @@ impl<B: PmemBackend> Shared<B> {
             .position(|n| *n == schema.name)
             .map_or(u32::MAX - 1024 + index as u32, |p| p as u32);
         let capacity = self.region_capacity(schema.row_size());
-        Table::new(TableId(index as u32), schema, self.regions, capacity, self.pool.page_size(), rank)
+        Table::new(
+            TableId(index as u32),
+            schema,
+            self.regions,
+            capacity,
+            self.pool.page_size(),
+            rank,
+        )
     }
 
     /// Durably raise worker `w`'s commit floor to at least `cts` (flushed, not fenced).

@@ -45,10 +45,14 @@ struct Found {
     cts: u64,
     deleted: bool,
     slot: u64,
+    /// On a page whose header was not yet durable: necessarily uncommitted.
+    fresh: bool,
 }
 
 struct ScanResult {
     found: Vec<Found>,
+    /// Pages whose header is torn (each word zero or right): rewritten by `clean`.
+    fresh_pages: Vec<(u64, [u8; 24])>,
     max_lp: HashMap<usize, u64>,
     max_cts: u64,
     slots: u64,
@@ -58,7 +62,10 @@ struct ScanResult {
 pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<Shared<B>> {
     let started = Instant::now();
     let doc = catalog::read(&pool)?.ok_or_else(|| {
-        Error::Corrupt(format!("{}: pool has no catalog (not a zen pool, or its creation crashed)", pool.path().display()))
+        Error::Corrupt(format!(
+            "{}: pool has no catalog (not a zen pool, or its creation crashed)",
+            pool.path().display()
+        ))
     })?;
     if doc.engine != "zen" {
         return Err(Error::WrongEngine { expected: "zen".into(), found: doc.engine });
@@ -67,10 +74,18 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<S
         pool.owned_pages()?.into_iter().filter(|(_, o)| o.table != SYSTEM_TABLE).collect();
     for &(page, owner) in &pages {
         if owner.table as usize >= doc.tables.len() {
-            return Err(Error::Corrupt(format!("page {page} belongs to unknown table {}", owner.table)));
+            return Err(Error::Corrupt(format!(
+                "page {page} belongs to unknown table {}",
+                owner.table
+            )));
         }
     }
-    let regions = pages.iter().map(|(_, o)| usize::from(o.worker) + 1).max().unwrap_or(0).max(config.max_workers);
+    let regions = pages
+        .iter()
+        .map(|(_, o)| usize::from(o.worker) + 1)
+        .max()
+        .unwrap_or(0)
+        .max(config.max_workers);
     if regions > 250 || regions as u64 * 8 > pool.page_size() {
         return Err(Error::Corrupt(format!("pool has pages of worker {}", regions - 1)));
     }
@@ -82,12 +97,13 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<S
     let scan = scan_pages(&pool, &pages, &slot_sizes, threads)?;
     let scan_ms = ms(started);
 
-    let floors: Vec<u64> =
-        (0..regions).map(|w| pool.backend().load_u64(catalog::floor_offset(&pool, doc.floor_page, w))).collect();
+    let floors: Vec<u64> = (0..regions)
+        .map(|w| pool.backend().load_u64(catalog::floor_offset(&pool, doc.floor_page, w)))
+        .collect();
     let ts_commit: Vec<u64> =
         (0..regions).map(|w| scan.max_lp.get(&w).copied().unwrap_or(0).max(floors[w])).collect();
     let (winners, losers, uncommitted) = classify(&scan.found, &ts_commit);
-    clean(&pool, doc.floor_page, &ts_commit, &floors, &losers);
+    clean(&pool, doc.floor_page, &ts_commit, &floors, &losers, &scan.fresh_pages);
 
     let index_started = Instant::now();
     let floor_max = ts_commit.iter().copied().max().unwrap_or(0);
@@ -109,7 +125,7 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<S
         bytes_scanned: scan.bytes,
         tuples_recovered: tuples,
         uncommitted_discarded: uncommitted,
-        superseded_discarded: losers.len() as u64 - uncommitted,
+        superseded_discarded: losers.len() - uncommitted,
         scan_ms,
         index_ms,
         free_list_ms: ms(free_started),
@@ -134,16 +150,28 @@ fn scan_pages<B: PmemBackend>(
     let results: Vec<Result<ScanResult>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|i| {
-                let mine: Vec<_> = pages.iter().filter(|(_, o)| usize::from(o.worker) % threads == i).copied().collect();
+                let mine: Vec<_> = pages
+                    .iter()
+                    .filter(|(_, o)| usize::from(o.worker) % threads == i)
+                    .copied()
+                    .collect();
                 scope.spawn(move || scan_some(pool, &mine, slot_sizes))
             })
             .collect();
         handles.into_iter().map(|h| h.join().expect("recovery scan thread panicked")).collect()
     });
-    let mut all = ScanResult { found: Vec::new(), max_lp: HashMap::new(), max_cts: 0, slots: 0, bytes: 0 };
+    let mut all = ScanResult {
+        found: Vec::new(),
+        fresh_pages: Vec::new(),
+        max_lp: HashMap::new(),
+        max_cts: 0,
+        slots: 0,
+        bytes: 0,
+    };
     for r in results {
         let r = r?;
         all.found.extend(r.found);
+        all.fresh_pages.extend(r.fresh_pages);
         for (w, lp) in r.max_lp {
             let e = all.max_lp.entry(w).or_default();
             *e = (*e).max(lp);
@@ -155,8 +183,19 @@ fn scan_pages<B: PmemBackend>(
     Ok(all)
 }
 
-fn scan_some<B: PmemBackend>(pool: &Pool<B>, pages: &[(u64, PageOwner)], slot_sizes: &[u64]) -> Result<ScanResult> {
-    let mut out = ScanResult { found: Vec::new(), max_lp: HashMap::new(), max_cts: 0, slots: 0, bytes: 0 };
+fn scan_some<B: PmemBackend>(
+    pool: &Pool<B>,
+    pages: &[(u64, PageOwner)],
+    slot_sizes: &[u64],
+) -> Result<ScanResult> {
+    let mut out = ScanResult {
+        found: Vec::new(),
+        fresh_pages: Vec::new(),
+        max_lp: HashMap::new(),
+        max_cts: 0,
+        slots: 0,
+        bytes: 0,
+    };
     let mut buf = vec![0u8; pool.page_size() as usize];
     for &(page, owner) in pages {
         let worker = usize::from(owner.worker);
@@ -169,8 +208,21 @@ fn scan_some<B: PmemBackend>(pool: &Pool<B>, pages: &[(u64, PageOwner)], slot_si
             continue; // allocated, header not yet durable: an empty page
         }
         let expected = heap::page_header(owner.table, owner.worker, slot_size);
-        if buf[..24] != expected {
-            return Err(Error::Corrupt(format!("page {page}: header disagrees with catalog/page table")));
+        // A header is flushed before the fence of the first commit that uses
+        // its page, so a torn header (every word zero or right) means no
+        // commit ever reached the page: its slots are all uncommitted.
+        let fresh = buf[..24] != expected;
+        if fresh {
+            let torn = (0..3).all(|i| {
+                let got = &buf[i * 8..i * 8 + 8];
+                got == &expected[i * 8..i * 8 + 8] || got.iter().all(|&b| b == 0)
+            });
+            if !torn {
+                return Err(Error::Corrupt(format!(
+                    "page {page}: header disagrees with catalog/page table"
+                )));
+            }
+            out.fresh_pages.push((base, expected));
         }
         for i in 0..heap::slots_per_page(pool.page_size(), slot_size) {
             let at = (heap::PAGE_HEADER_BYTES + i * slot_size) as usize;
@@ -188,19 +240,32 @@ fn scan_some<B: PmemBackend>(pool: &Pool<B>, pages: &[(u64, PageOwner)], slot_si
                 cts: h.cts,
                 deleted: h.deleted,
                 slot: base + at as u64,
+                fresh,
             });
         }
     }
     Ok(out)
 }
 
-/// Phase 2: (winners by (table, key), losing slots, number uncommitted).
-fn classify(found: &[Found], ts_commit: &[u64]) -> (HashMap<(u32, u64), Found>, Vec<u64>, u64) {
+/// Phase 2: winners by (table, key); losing slots, with winning tombstones
+/// last (`Losers::tombstones`); and the number of uncommitted slots.
+struct Losers {
+    older: Vec<u64>,
+    tombstones: Vec<u64>,
+}
+
+impl Losers {
+    fn len(&self) -> u64 {
+        (self.older.len() + self.tombstones.len()) as u64
+    }
+}
+
+fn classify(found: &[Found], ts_commit: &[u64]) -> (HashMap<(u32, u64), Found>, Losers, u64) {
     let mut winners: HashMap<(u32, u64), Found> = HashMap::new();
     let mut losers = Vec::new();
     let mut uncommitted = 0;
     for f in found {
-        if f.cts > ts_commit[f.worker] {
+        if f.fresh || f.cts > ts_commit[f.worker] {
             losers.push(f.slot);
             uncommitted += 1;
             continue;
@@ -216,17 +281,27 @@ fn classify(found: &[Found], ts_commit: &[u64]) -> (HashMap<(u32, u64), Found>, 
             }
         }
     }
+    let mut tombstones = Vec::new();
     winners.retain(|_, w| {
         if w.deleted {
-            losers.push(w.slot);
+            tombstones.push(w.slot);
         }
         !w.deleted
     });
-    (winners, losers, uncommitted)
+    (winners, Losers { older: losers, tombstones }, uncommitted)
 }
 
-/// Phase 3: floors first (fenced), then zero every losing slot's word 1 (fenced).
-fn clean<B: PmemBackend>(pool: &Pool<B>, floor_page: u64, ts_commit: &[u64], floors: &[u64], losers: &[u64]) {
+/// Phase 3: floors first (fenced); then torn page headers rewritten and every
+/// losing slot's word 1 zeroed (fenced); winning tombstones last (fenced), so
+/// no crash can leave a tombstone gone while an older version remains.
+fn clean<B: PmemBackend>(
+    pool: &Pool<B>,
+    floor_page: u64,
+    ts_commit: &[u64],
+    floors: &[u64],
+    losers: &Losers,
+    fresh_pages: &[(u64, [u8; 24])],
+) {
     let p = pool.persister(zen_pmem::SYSTEM_THREAD);
     for (w, (&c, &f)) in ts_commit.iter().zip(floors).enumerate() {
         if c > f {
@@ -236,14 +311,28 @@ fn clean<B: PmemBackend>(pool: &Pool<B>, floor_page: u64, ts_commit: &[u64], flo
         }
     }
     p.fence();
-    for &slot in losers {
+    for (base, header) in fresh_pages {
+        p.write(*base, header);
+        p.flush(*base, header.len() as u64);
+    }
+    for &slot in &losers.older {
         p.write_u64_atomic(slot + 8, 0);
         p.flush(slot + 8, 8);
     }
     p.fence();
+    if !losers.tombstones.is_empty() {
+        for &slot in &losers.tombstones {
+            p.write_u64_atomic(slot + 8, 0);
+            p.flush(slot + 8, 8);
+        }
+        p.fence();
+    }
 }
 
-fn rebuild_indexes<B: PmemBackend>(shared: &Shared<B>, winners: &HashMap<(u32, u64), Found>) -> Result<u64> {
+fn rebuild_indexes<B: PmemBackend>(
+    shared: &Shared<B>,
+    winners: &HashMap<(u32, u64), Found>,
+) -> Result<u64> {
     let tables = shared.tables();
     let mut row = Vec::new();
     for w in winners.values() {
@@ -251,7 +340,10 @@ fn rebuild_indexes<B: PmemBackend>(shared: &Shared<B>, winners: &HashMap<(u32, u
         let rid = t.records.allocate().ok_or_else(|| Error::Corrupt("too many records".into()))?;
         t.records.loc(rid).store(w.slot, Ordering::Relaxed);
         if t.index.insert(w.key, rid).is_err() {
-            return Err(Error::Corrupt(format!("duplicate key {} in table {}", w.key, t.schema.name)));
+            return Err(Error::Corrupt(format!(
+                "duplicate key {} in table {}",
+                w.key, t.schema.name
+            )));
         }
         if !t.secondary.is_empty() {
             row.resize(t.row_bytes, 0);
@@ -273,7 +365,8 @@ fn rebuild_free_lists<B: PmemBackend>(
         let page = w.slot / shared.pool.page_size();
         let t = &tables[w.table as usize];
         let per_page = heap::slots_per_page(shared.pool.page_size(), t.slot_size) as usize;
-        let index = (w.slot - shared.pool.page_offset(page) - heap::PAGE_HEADER_BYTES) / t.slot_size;
+        let index =
+            (w.slot - shared.pool.page_offset(page) - heap::PAGE_HEADER_BYTES) / t.slot_size;
         live.entry(page).or_insert_with(|| vec![false; per_page])[index as usize] = true;
     }
     for &(page, owner) in pages {
@@ -301,8 +394,14 @@ pub fn check_invariants<B: PmemBackend>(shared: &Shared<B>) -> Result<()> {
                 Some((w, idx)) => {
                     let e = t.caches[w].entry(idx);
                     let tid = e.cc[0].load(Ordering::Acquire);
-                    if e.record.load(Ordering::Acquire) != rid + 1 || e.key.load(Ordering::Acquire) != key || tid & silo::OBSOLETE != 0 {
-                        return Err(Error::Corrupt(format!("table {}: key {key}: cache entry mismatch", t.schema.name)));
+                    if e.record.load(Ordering::Acquire) != rid + 1
+                        || e.key.load(Ordering::Acquire) != key
+                        || tid & silo::OBSOLETE != 0
+                    {
+                        return Err(Error::Corrupt(format!(
+                            "table {}: key {key}: cache entry mismatch",
+                            t.schema.name
+                        )));
                     }
                     if tid & silo::ABSENT != 0 {
                         continue;
@@ -311,21 +410,32 @@ pub fn check_invariants<B: PmemBackend>(shared: &Shared<B>) -> Result<()> {
                 }
                 None => loc,
             };
-            let h = SlotHeader::decode(shared.pool.backend().load_u64(slot), shared.pool.backend().load_u64(slot + 8));
+            let h = SlotHeader::decode(
+                shared.pool.backend().load_u64(slot),
+                shared.pool.backend().load_u64(slot + 8),
+            );
             match h {
                 Some(h) if h.key == key && !h.deleted => {}
                 other => {
-                    return Err(Error::Corrupt(format!("table {}: key {key}: slot {slot} holds {other:?}", t.schema.name)));
+                    return Err(Error::Corrupt(format!(
+                        "table {}: key {key}: slot {slot} holds {other:?}",
+                        t.schema.name
+                    )));
                 }
             }
             if !live.insert(slot) {
-                return Err(Error::Corrupt(format!("slot {slot} is reachable from two index entries")));
+                return Err(Error::Corrupt(format!(
+                    "slot {slot} is reachable from two index entries"
+                )));
             }
         }
         for h in t.heaps.iter() {
             for slot in h.lock().free_slots() {
                 if live.contains(&slot) {
-                    return Err(Error::Corrupt(format!("table {}: slot {slot} is both free and live", t.schema.name)));
+                    return Err(Error::Corrupt(format!(
+                        "table {}: slot {slot} is both free and live",
+                        t.schema.name
+                    )));
                 }
             }
         }

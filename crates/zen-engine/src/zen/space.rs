@@ -88,10 +88,12 @@ impl HeapRegion {
     /// Add a recovered page whose slot states recovery determined: `live` slot
     /// indices hold versions, every other slot is free (and durably zero).
     pub fn add_recovered_page(&mut self, page: u64, offset: u64, live: &[bool]) {
-        let free: Vec<u32> = (0..self.slots_per_page as u32).rev().filter(|&i| !live[i as usize]).collect();
+        let free: Vec<u32> =
+            (0..self.slots_per_page as u32).rev().filter(|&i| !live[i as usize]).collect();
         let live_count = self.slots_per_page - free.len() as u64;
         let has_room = !free.is_empty();
-        self.pages.insert(page, PageSlots { offset, bump: self.slots_per_page, free, live: live_count });
+        self.pages
+            .insert(page, PageSlots { offset, bump: self.slots_per_page, free, live: live_count });
         if has_room {
             self.available.push(page);
         }

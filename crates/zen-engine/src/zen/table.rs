@@ -31,7 +31,10 @@ pub struct Records {
 
 impl Records {
     fn new() -> Records {
-        Records { chunks: (0..RECORD_CHUNKS).map(|_| OnceLock::new()).collect(), next: AtomicU64::new(0) }
+        Records {
+            chunks: (0..RECORD_CHUNKS).map(|_| OnceLock::new()).collect(),
+            next: AtomicU64::new(0),
+        }
     }
 
     /// A new record id with an empty location.
@@ -106,8 +109,12 @@ impl Table {
             index: scc::TreeIndex::new(),
             records: Records::new(),
             secondary,
-            caches: (0..regions).map(|_| CacheRegion::new(row_bytes, cache_entries_per_region)).collect(),
-            heaps: (0..regions).map(|_| Mutex::new(HeapRegion::new(slot_size, page_size))).collect(),
+            caches: (0..regions)
+                .map(|_| CacheRegion::new(row_bytes, cache_entries_per_region))
+                .collect(),
+            heaps: (0..regions)
+                .map(|_| Mutex::new(HeapRegion::new(slot_size, page_size)))
+                .collect(),
             inbox: (0..regions).map(|_| Mutex::new(Vec::new())).collect(),
             schema,
             persist_rank,

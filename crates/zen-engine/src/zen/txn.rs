@@ -215,8 +215,7 @@ impl<'e, B: PmemBackend> ZenWorker<'e, B> {
         let region = &t.caches[self.id];
         for _ in 0..4 {
             let used = self.s.cache_used_bytes[self.id].load(Ordering::Relaxed);
-            if used + region.entry_bytes() as u64 <= self.s.cache_budget_bytes
-                || region.used() == 0
+            if used + region.entry_bytes() as u64 <= self.s.cache_budget_bytes || region.used() == 0
             {
                 let before = region.used();
                 if let Alloc::Entry(idx) = region.allocate(self.s.watermark()) {
@@ -259,7 +258,8 @@ impl<'e, B: PmemBackend> ZenWorker<'e, B> {
                 e.record.store(0, Ordering::Release);
                 e.flags.store(0, Ordering::Relaxed);
                 region.retire(idx, self.s.clock.now());
-                self.s.cache_used_bytes[self.id].fetch_sub(region.entry_bytes() as u64, Ordering::Relaxed);
+                self.s.cache_used_bytes[self.id]
+                    .fetch_sub(region.entry_bytes() as u64, Ordering::Relaxed);
                 evicted += 1;
                 continue;
             }
@@ -269,12 +269,14 @@ impl<'e, B: PmemBackend> ZenWorker<'e, B> {
                 silo::unlock(&e.cc[0], prev);
                 continue;
             }
-            let home = if prev & silo::ABSENT != 0 { LOC_EMPTY } else { e.slot.load(Ordering::Acquire) };
+            let home =
+                if prev & silo::ABSENT != 0 { LOC_EMPTY } else { e.slot.load(Ordering::Acquire) };
             locw.store(home, Ordering::Release);
             e.cc[0].store(silo::OBSOLETE | (prev & !silo::LOCK), Ordering::Release);
             e.record.store(0, Ordering::Release);
             region.retire(idx, self.s.clock.now());
-            self.s.cache_used_bytes[self.id].fetch_sub(region.entry_bytes() as u64, Ordering::Relaxed);
+            self.s.cache_used_bytes[self.id]
+                .fetch_sub(region.entry_bytes() as u64, Ordering::Relaxed);
             self.stats.evictions += 1;
             evicted += 1;
         }
@@ -337,7 +339,15 @@ impl<'e, B: PmemBackend> ZenWorker<'e, B> {
             Some(r) => self.write_data.extend_from_slice(r),
             None => self.write_data.resize(data_at + t.row_bytes, 0),
         }
-        self.writes.push(WriteItem { table: t.id.0, key, rid, kind, data_at, locked: None, slot: 0 });
+        self.writes.push(WriteItem {
+            table: t.id.0,
+            key,
+            rid,
+            kind,
+            data_at,
+            locked: None,
+            slot: 0,
+        });
     }
 
     fn update_or_delete(&mut self, table: TableId, key: u64, row: Option<&[u8]>) -> Result<()> {
@@ -423,7 +433,10 @@ impl<'e, B: PmemBackend> ZenWorker<'e, B> {
                 e.touch_ts.store(self.begin_ts, Ordering::Relaxed);
                 e.cc[0].store(prev | silo::LOCK, Ordering::Relaxed);
                 let mine = loc_cached(self.id, idx);
-                if locw.compare_exchange(LOC_EMPTY, mine, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                if locw
+                    .compare_exchange(LOC_EMPTY, mine, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
                     return Ok((mine, prev));
                 }
                 e.record.store(0, Ordering::Relaxed);

@@ -5,7 +5,7 @@ use std::sync::atomic::{Ordering, fence};
 use zen_pmem::{CounterSnapshot, Marker, PmemBackend};
 
 use super::scan::ZenTxn;
-use super::{ReadItem, SPIN_LIMIT, WriteKind, ZenWorker, GC_BATCH, backoff};
+use super::{GC_BATCH, ReadItem, SPIN_LIMIT, WriteKind, ZenWorker, backoff};
 use crate::api::{CacheStats, CommitInfo, Durability, EngineWorker, Transaction, TxnOptions};
 use crate::cc::silo;
 use crate::error::{AbortReason, Error, Result};
@@ -103,7 +103,8 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
             return false;
         }
         let Some((w, idx)) = loc_entry(r.loc) else { return r.loc == LOC_EMPTY };
-        let mine = self.writes.iter().any(|x| x.table == r.table && x.rid == r.rid && x.locked.is_some());
+        let mine =
+            self.writes.iter().any(|x| x.table == r.table && x.rid == r.rid && x.locked.is_some());
         silo::still_valid(&t.caches[w].entry(idx).cc[0], r.observed, mine)
     }
 
@@ -156,9 +157,13 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
             .expect("a writing transaction");
         let p = self.s.pool.persister(self.thread);
         p.marker(Marker::Begin { txn: cts });
-        for (i, w) in self.writes.iter().enumerate().filter(|(i, _)| *i != lp).chain(
-            std::iter::once((lp, &self.writes[lp])),
-        ) {
+        for (i, w) in self
+            .writes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != lp)
+            .chain(std::iter::once((lp, &self.writes[lp])))
+        {
             let _ = i;
             let t = &self.tables[w.table as usize];
             let deleted = w.kind == WriteKind::Delete;
@@ -202,7 +207,8 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
             let new_row = &data[w.data_at..w.data_at + t.row_bytes];
             maintain_secondary(&t, owner, idx, prev, w.key, (!deleted).then_some(new_row));
             let new_slot = if deleted { 0 } else { w.slot };
-            let copied = owner != self.id && self.install_copy(&t, w.rid, w.key, new_slot, new_row, cts, deleted);
+            let copied = owner != self.id
+                && self.install_copy(&t, w.rid, w.key, new_slot, new_row, cts, deleted);
             if copied {
                 entry.flags.fetch_or(FLAG_COPY, Ordering::AcqRel);
                 entry.cc[0].store(silo::OBSOLETE | (prev & !silo::LOCK), Ordering::Release);
@@ -215,7 +221,10 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
             }
             if old_slot != 0 {
                 let then_release = deleted.then_some((w.slot, self.id));
-                self.s.send_garbage(&t, Garbage { slot: old_slot, cts, writer: self.id, then_release });
+                self.s.send_garbage(
+                    &t,
+                    Garbage { slot: old_slot, cts, writer: self.id, then_release },
+                );
             }
             self.writes[i].locked = None;
         }
@@ -225,7 +234,16 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
     /// Copy-on-foreign-write (§3.2): the new version goes to an entry of this
     /// worker's region. False when no entry is free (install in place instead).
     #[allow(clippy::too_many_arguments)]
-    fn install_copy(&mut self, t: &Table, rid: u64, key: u64, slot: u64, row: &[u8], cts: u64, deleted: bool) -> bool {
+    fn install_copy(
+        &mut self,
+        t: &Table,
+        rid: u64,
+        key: u64,
+        slot: u64,
+        row: &[u8],
+        cts: u64,
+        deleted: bool,
+    ) -> bool {
         let Ok(idx) = self.allocate_entry(t) else { return false };
         let region = &t.caches[self.id];
         let e = region.entry(idx);
@@ -305,7 +323,14 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
 }
 
 /// Keep secondary indexes in step with an installed write (lock held).
-fn maintain_secondary(t: &Table, owner: usize, idx: u32, prev: u64, key: u64, new_row: Option<&[u8]>) {
+fn maintain_secondary(
+    t: &Table,
+    owner: usize,
+    idx: u32,
+    prev: u64,
+    key: u64,
+    new_row: Option<&[u8]>,
+) {
     if t.secondary.is_empty() {
         return;
     }

@@ -73,10 +73,13 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
         let t = &self.tables[scan.table as usize];
         let seen = &self.scan_rids[scan.rids_at..scan.rids_at + scan.rids_len];
         let mine = |rid: u64| {
-            self.writes.iter().any(|w| w.table == scan.table && w.rid == rid && w.kind == WriteKind::Insert)
+            self.writes
+                .iter()
+                .any(|w| w.table == scan.table && w.rid == rid && w.kind == WriteKind::Insert)
         };
         let guard = scc::ebr::Guard::new();
-        let mut now = t.index.range(scan.low..=scan.high, &guard).map(|(_, &rid)| rid).filter(|&r| !mine(r));
+        let mut now =
+            t.index.range(scan.low..=scan.high, &guard).map(|(_, &rid)| rid).filter(|&r| !mine(r));
         let mut before = seen.iter().copied().filter(|&r| !mine(r));
         loop {
             match (now.next(), before.next()) {

@@ -174,7 +174,7 @@ impl dyn EngineWorker + '_ {
                     for _ in 0..(1u32 << attempt.min(10)) {
                         std::hint::spin_loop();
                     }
-                    if attempt % 16 == 0 {
+                    if attempt.is_multiple_of(16) {
                         std::thread::yield_now();
                     }
                 }

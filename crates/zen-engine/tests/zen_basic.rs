@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use zen_engine::{Durability, Engine, Error, TxnOptions};
+use zen_engine::{Durability, Error, TxnOptions};
 
 fn opts() -> TxnOptions {
     TxnOptions::default()
@@ -126,7 +126,7 @@ fn committed_state_survives_clean_reopen_and_crash() {
     let expect = |k: u64| -> Option<i64> {
         if k % 5 == 1 {
             None
-        } else if k % 3 == 0 {
+        } else if k.is_multiple_of(3) {
             Some(-(k as i64))
         } else {
             Some(k as i64)

@@ -20,7 +20,7 @@ use zen_engine::{
     ColumnType, Durability, Engine, EngineConfig, TableSchema, TxnOptions, ZenEngine,
 };
 use zen_pmem::sim::{CheckPlan, CrashMode, SimBackend, for_each_nested, seed_from_env};
-use zen_pmem::{PersistenceDomain, PmemBackend, Pool, PoolOptions};
+use zen_pmem::{PersistenceDomain, Pool, PoolOptions};
 
 type State = BTreeMap<(u32, u64), i64>;
 

@@ -39,7 +39,7 @@ pub fn loc_cached(worker: usize, index: u32) -> u64 {
 
 /// (worker, index) of a cached location.
 pub fn loc_entry(loc: u64) -> Option<(usize, u32)> {
-    (loc & LOC_CACHED != 0).then(|| (((loc >> 40) & 0xFFFF) as usize, loc as u32))
+    (loc & LOC_CACHED != 0).then_some((((loc >> 40) & 0xFFFF) as usize, loc as u32))
 }
 
 #[derive(Debug, Default)]

@@ -482,11 +482,12 @@ pub fn count_live(t: &Table) -> u64 {
         match loc_entry(loc) {
             None if loc != LOC_EMPTY => rows += 1,
             None => {}
-            Some((w, idx)) => {
-                if t.caches[w].entry(idx).cc[0].load(Ordering::Acquire) & silo::ABSENT == 0 {
-                    rows += 1;
-                }
+            Some((w, idx))
+                if t.caches[w].entry(idx).cc[0].load(Ordering::Acquire) & silo::ABSENT == 0 =>
+            {
+                rows += 1;
             }
+            Some(_) => {}
         }
     }
     rows

@@ -184,3 +184,40 @@ impl PmemBackend for DaxBackend {
 }
 
 pub(crate) use delegate_to_mapping;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dax_refuses_a_non_dax_file() {
+        // tmpfs and ordinary file systems refuse MAP_SYNC; the error must say so
+        // and the file we created must not be left behind.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.pool");
+        match DaxBackend::create(&BackendOptions::new(&path), 1 << 20) {
+            Err(PmemError::NotDax { .. }) => assert!(!path.exists()),
+            Err(other) => panic!("unexpected error {other}"),
+            // A DAX-capable machine: the mapping is real; nothing to refuse.
+            Ok(b) => assert_eq!(b.len(), 1 << 20),
+        }
+    }
+
+    #[test]
+    fn fs_backend_never_overwrites_and_locks_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.pool");
+        std::fs::write(&path, b"user data").unwrap();
+        assert!(matches!(
+            FsBackend::create(&BackendOptions::new(&path), 1 << 20),
+            Err(PmemError::AlreadyExists { .. })
+        ));
+        assert_eq!(std::fs::read(&path).unwrap(), b"user data");
+        let first = FsBackend::open(&BackendOptions::new(&path)).unwrap();
+        assert!(matches!(
+            FsBackend::open(&BackendOptions::new(&path)),
+            Err(PmemError::AlreadyOpen { .. })
+        ));
+        drop(first);
+    }
+}

@@ -42,13 +42,15 @@ impl EngineKind {
 #[serde(rename_all = "lowercase")]
 pub enum CcKind {
     Silo,
+    Mvcc,
 }
 
 impl CcKind {
-    pub const ALL: [CcKind; 1] = [CcKind::Silo];
+    pub const ALL: [CcKind; 2] = [CcKind::Silo, CcKind::Mvcc];
     pub fn name(self) -> &'static str {
         match self {
             CcKind::Silo => "silo",
+            CcKind::Mvcc => "mvcc",
         }
     }
     pub fn parse(s: &str) -> Option<CcKind> {
@@ -59,6 +61,9 @@ impl CcKind {
         match self {
             CcKind::Silo => {
                 "single-version OCC (Silo): serializable, strict; scans re-validated at commit (phantom-safe)"
+            }
+            CcKind::Mvcc => {
+                "multi-version timestamp ordering, versions in the Met-Cache: serializable; scans re-validated (phantom-safe)"
             }
         }
     }

@@ -30,7 +30,7 @@ impl Clock {
     /// A fresh, unique timestamp for `worker` (strictly above every earlier one).
     #[inline]
     pub fn next(&self, worker: usize) -> u64 {
-        let c = self.counter.fetch_add(1, Ordering::AcqRel);
+        let c = self.counter.fetch_add(1, Ordering::SeqCst);
         let cts = (c << WORKER_BITS) | worker as u64;
         assert!(cts < MAX_CTS, "timestamp space exhausted");
         cts
@@ -39,7 +39,7 @@ impl Clock {
     /// A timestamp no larger than any timestamp handed out from now on.
     #[inline]
     pub fn now(&self) -> u64 {
-        self.counter.load(Ordering::Acquire) << WORKER_BITS
+        self.counter.load(Ordering::SeqCst) << WORKER_BITS
     }
 }
 

@@ -19,6 +19,7 @@ pub mod header;
 pub mod latency;
 pub mod page_table;
 pub mod pool;
+pub mod sim;
 
 pub use backend::{
     BackendKind, BackendOptions, DaxBackend, DramBackend, EmuBackend, FsBackend, HeapBackend,
@@ -29,3 +30,4 @@ pub use error::{PmemError, Result};
 pub use latency::{LatencyModel, NvmProfile};
 pub use page_table::{PageOwner, SYSTEM_TABLE};
 pub use pool::{MAX_THREADS, OwnerPages, Persister, Pool, PoolInfo, PoolOptions, SYSTEM_THREAD};
+pub use sim::{CrashMode, SimBackend};

@@ -49,7 +49,7 @@ pub struct Entry {
     pub slot: AtomicU64,
     pub flags: AtomicU64,
     pub touch_ts: AtomicU64,
-    pub cc: [AtomicU64; 3],
+    pub cc: [AtomicU64; 4],
 }
 
 impl Entry {
@@ -77,12 +77,17 @@ struct RegionState {
     hand: u32,
 }
 
+/// Entries other workers detached from version chains, for the owner to retire.
+pub type RetireInbox = Mutex<Vec<u32>>;
+
 /// One worker's region of one table's Met-Cache.
 pub struct CacheRegion {
     chunks: Box<[OnceLock<Chunk>]>,
     words_per_row: usize,
     capacity: u32,
     state: Mutex<RegionState>,
+    /// Entries of this region that another worker detached (MVCC chain cuts).
+    pub retire_inbox: RetireInbox,
 }
 
 /// Result of asking a region for an entry.
@@ -106,6 +111,7 @@ impl CacheRegion {
                 retired: Default::default(),
                 hand: 0,
             }),
+            retire_inbox: Mutex::new(Vec::new()),
         }
     }
 
@@ -140,6 +146,17 @@ impl CacheRegion {
     pub fn used(&self) -> u32 {
         let s = self.state.lock();
         s.allocated - s.free.len() as u32 - s.retired.len() as u32
+    }
+
+    /// Move entries detached by others into the retired list at time `now`.
+    pub fn drain_retire_inbox(&self, now: u64) -> usize {
+        let detached: Vec<u32> = std::mem::take(&mut *self.retire_inbox.lock());
+        let n = detached.len();
+        let mut s = self.state.lock();
+        for index in detached {
+            s.retired.push_back((index, now));
+        }
+        n
     }
 
     /// Take a free entry, reusing retired ones older than `watermark`.

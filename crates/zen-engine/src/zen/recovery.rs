@@ -70,6 +70,7 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<S
     if doc.engine != "zen" {
         return Err(Error::WrongEngine { expected: "zen".into(), found: doc.engine });
     }
+    release_orphan_system_pages(&pool, doc.floor_page)?;
     let pages: Vec<(u64, PageOwner)> =
         pool.owned_pages()?.into_iter().filter(|(_, o)| o.table != SYSTEM_TABLE).collect();
     for &(page, owner) in &pages {
@@ -133,6 +134,19 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<S
     };
     shared.recovery = Some(report);
     Ok(shared)
+}
+
+/// A crash during a catalog rewrite can leave a system page that is neither
+/// the catalog nor the floor page (the new page before the root switch, or the
+/// old one after it): give it back.
+fn release_orphan_system_pages<B: PmemBackend>(pool: &Pool<B>, floor_page: u64) -> Result<()> {
+    let root = pool.catalog_root().map(u64::from);
+    for (page, owner) in pool.owned_pages()? {
+        if owner.table == SYSTEM_TABLE && Some(page) != root && page != floor_page {
+            pool.release_page(zen_pmem::SYSTEM_THREAD, page, owner)?;
+        }
+    }
+    Ok(())
 }
 
 fn ms(since: Instant) -> f64 {
@@ -204,9 +218,8 @@ fn scan_some<B: PmemBackend>(
         out.bytes += buf.len() as u64;
         let slot_size = slot_sizes[owner.table as usize];
         let word = |at: usize| u64::from_le_bytes(buf[at..at + 8].try_into().expect("8 bytes"));
-        if word(0) == 0 && buf.iter().all(|&b| b == 0) {
-            continue; // allocated, header not yet durable: an empty page
-        }
+        // A page allocated just before a crash may have no header yet (all
+        // zero): it is `fresh` below, and `clean` writes its header.
         let expected = heap::page_header(owner.table, owner.worker, slot_size);
         // A header is flushed before the fence of the first commit that uses
         // its page, so a torn header (every word zero or right) means no

@@ -16,9 +16,12 @@
 //! (S2) A slot is zeroed only when the version that superseded it is durable
 //!      and no running transaction can read it (hazard 4): `cts <= durable[w]`
 //!      and `cts < global minimum Tx-CTS`.
-//! (S3) A tombstone is zeroed only after the version it deleted was zeroed
-//!      durably (hazard 2, resurrection): the older slot's owner forwards the
-//!      tombstone once its own zeroing has been fenced.
+//! (S3) A tombstone of Tx-CTS c is zeroed only when no garbage item of its
+//!      table with a timestamp ≤ c is pending anywhere (not yet durably zero):
+//!      every older version of the deleted key is gone first (hazard 2,
+//!      resurrection). Each (table, worker) publishes `gc_low`, the smallest
+//!      timestamp of its pending non-tombstone items; pushers lower it under
+//!      the inbox lock, the owner recomputes it under the same lock.
 //! (S4) Zeroing a slot whose word 1 carries the LP bit first raises the
 //!      worker's commit floor durably (see `catalog.rs`).
 //! (S5) A page whose slots are all free is released to the pool.
@@ -27,16 +30,17 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::heap;
 
-/// A superseded slot waiting to be reclaimed.
+/// A superseded slot (or a tombstone) waiting to be reclaimed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Garbage {
     pub slot: u64,
-    /// Timestamp of the version that superseded it.
+    /// Timestamp of the version that superseded it (of the tombstone itself
+    /// for a tombstone).
     pub cts: u64,
     /// Worker that wrote that version (its durability gates reclamation).
     pub writer: usize,
-    /// A tombstone to forward to its owner once this slot is durably zero (S3).
-    pub then_release: Option<(u64, usize)>,
+    /// The slot is a tombstone: reclaimed only under S3.
+    pub tombstone: bool,
 }
 
 #[derive(Debug, Default)]
@@ -57,8 +61,8 @@ pub struct HeapRegion {
     /// Pages that have a free slot or room to bump.
     available: Vec<u64>,
     pub garbage: VecDeque<Garbage>,
-    pub to_zero: Vec<(u64, Option<(u64, usize)>)>,
-    pub zero_pending: Vec<(u64, Option<(u64, usize)>)>,
+    pub to_zero: Vec<Garbage>,
+    pub zero_pending: Vec<Garbage>,
 }
 
 impl HeapRegion {
@@ -161,6 +165,18 @@ impl HeapRegion {
             }
         }
         out
+    }
+
+    /// Smallest timestamp of a pending non-tombstone item (S3), `u64::MAX` if none.
+    pub fn pending_low(&self) -> u64 {
+        self.garbage
+            .iter()
+            .chain(&self.to_zero)
+            .chain(&self.zero_pending)
+            .filter(|g| !g.tombstone)
+            .map(|g| g.cts)
+            .min()
+            .unwrap_or(u64::MAX)
     }
 
     pub fn pages(&self) -> impl Iterator<Item = u64> + '_ {

@@ -81,6 +81,8 @@ pub struct Table {
     pub caches: Box<[CacheRegion]>,
     pub heaps: Box<[Mutex<HeapRegion>]>,
     pub inbox: Box<[Mutex<Vec<Garbage>>]>,
+    /// Per worker: smallest timestamp of its pending non-tombstone garbage (S3).
+    pub gc_low: Box<[std::sync::atomic::AtomicU64]>,
     /// Persist-order rank: the LP tuple comes from the table of lowest rank.
     pub persist_rank: u32,
 }
@@ -116,6 +118,7 @@ impl Table {
                 .map(|_| Mutex::new(HeapRegion::new(slot_size, page_size)))
                 .collect(),
             inbox: (0..regions).map(|_| Mutex::new(Vec::new())).collect(),
+            gc_low: (0..regions).map(|_| std::sync::atomic::AtomicU64::new(u64::MAX)).collect(),
             schema,
             persist_rank,
         }

@@ -207,6 +207,20 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
             let new_row = &data[w.data_at..w.data_at + t.row_bytes];
             maintain_secondary(&t, owner, idx, prev, w.key, (!deleted).then_some(new_row));
             let new_slot = if deleted { 0 } else { w.slot };
+            // Garbage is queued before the new version is unlocked, so any
+            // transaction that sees the new version also sees it queued (S3).
+            if old_slot != 0 {
+                self.s.send_garbage(
+                    &t,
+                    Garbage { slot: old_slot, cts, writer: self.id, tombstone: false },
+                );
+            }
+            if deleted {
+                self.s.send_garbage(
+                    &t,
+                    Garbage { slot: w.slot, cts, writer: self.id, tombstone: true },
+                );
+            }
             let copied = owner != self.id
                 && self.install_copy(&t, w.rid, w.key, new_slot, new_row, cts, deleted);
             if copied {
@@ -218,13 +232,6 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
                 }
                 entry.slot.store(new_slot, Ordering::Release);
                 entry.cc[0].store(silo::tid(cts, deleted), Ordering::Release);
-            }
-            if old_slot != 0 {
-                let then_release = deleted.then_some((w.slot, self.id));
-                self.s.send_garbage(
-                    &t,
-                    Garbage { slot: old_slot, cts, writer: self.id, then_release },
-                );
             }
             self.writes[i].locked = None;
         }
@@ -272,23 +279,32 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
         for t in tables.iter() {
             let mut region = t.heaps[self.id].lock();
             let durable: Vec<_> = region.zero_pending.drain(..).collect();
-            for (slot, then) in durable {
-                if let Some(page) = region.free(slot) {
+            for g in durable {
+                if let Some(page) = region.free(g.slot) {
                     self.s.release_heap_page(self.id, t, &mut region, page);
-                }
-                if let Some((tomb, owner)) = then {
-                    let g = Garbage { slot: tomb, cts: 0, writer: self.id, then_release: None };
-                    t.inbox[owner].lock().push(g);
                 }
                 self.s.gc_reclaimed.fetch_add(1, Ordering::Relaxed);
             }
             let to_zero: Vec<_> = region.to_zero.drain(..).collect();
-            for (slot, then) in to_zero {
-                p.write_u64_atomic(slot + 8, 0);
-                p.flush(slot + 8, 8);
-                region.zero_pending.push((slot, then));
+            for g in to_zero {
+                p.write_u64_atomic(g.slot + 8, 0);
+                p.flush(g.slot + 8, 8);
+                region.zero_pending.push(g);
             }
+            self.publish_gc_low(t, &mut region);
         }
+    }
+
+    /// Drain the inbox and recompute `gc_low` under the inbox lock (S3).
+    fn publish_gc_low(&self, t: &Table, region: &mut crate::zen::space::HeapRegion) {
+        let mut inbox = t.inbox[self.id].lock();
+        region.garbage.extend(inbox.drain(..));
+        t.gc_low[self.id].store(region.pending_low(), Ordering::Release);
+    }
+
+    /// May tombstone `g` be zeroed: no older garbage of its table pending (S3)?
+    fn tombstone_may_go(&self, t: &Table, g: &Garbage) -> bool {
+        t.gc_low.iter().all(|low| low.load(Ordering::Acquire) > g.cts)
     }
 
     /// Move reclaimable garbage (S2) towards zeroing; bounded per transaction.
@@ -297,14 +313,13 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
         let tables = self.tables.clone();
         for t in tables.iter() {
             let mut region = t.heaps[self.id].lock();
-            {
-                let mut inbox = t.inbox[self.id].lock();
-                region.garbage.extend(inbox.drain(..));
-            }
+            self.publish_gc_low(t, &mut region);
             for _ in 0..GC_BATCH.min(region.garbage.len()) {
                 let g = region.garbage.pop_front().expect("bounded by len");
                 let durable = self.s.durable_cts[g.writer].load(Ordering::Acquire) >= g.cts;
-                if !(durable && g.cts < watermark) {
+                let ready =
+                    durable && g.cts < watermark && (!g.tombstone || self.tombstone_may_go(t, &g));
+                if !ready {
                     region.garbage.push_back(g);
                     continue;
                 }
@@ -312,8 +327,9 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
                 if word & heap::LP_BIT != 0 {
                     self.s.raise_floor(self.thread, self.id, word >> 1);
                 }
-                region.to_zero.push((g.slot, g.then_release));
+                region.to_zero.push(g);
             }
+            self.publish_gc_low(t, &mut region);
         }
     }
 
@@ -357,7 +373,11 @@ impl<B: PmemBackend> Shared<B> {
         let page = g.slot / self.pool.page_size();
         let owner = self.page_worker[page as usize].load(Ordering::Acquire) as usize;
         assert!(owner < self.regions, "slot {} on page {page} without an owner worker", g.slot);
-        t.inbox[owner].lock().push(g);
+        let mut inbox = t.inbox[owner].lock();
+        inbox.push(g);
+        if !g.tombstone {
+            t.gc_low[owner].fetch_min(g.cts, Ordering::AcqRel);
+        }
     }
 
     /// Release an empty heap page of `worker`'s region of `t` (S5).

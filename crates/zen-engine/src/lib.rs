@@ -47,9 +47,18 @@ pub fn open(config: &EngineConfig) -> Result<Box<dyn Engine>> {
 }
 
 fn open_zen<B: PmemBackend>(config: &EngineConfig) -> Result<Box<dyn Engine>> {
+    match config.cc {
+        CcKind::Silo => open_zen_with::<B, cc::Silo>(config),
+        CcKind::Mvcc => open_zen_with::<B, cc::Mvcc>(config),
+    }
+}
+
+fn open_zen_with<B: PmemBackend, P: cc::Protocol>(
+    config: &EngineConfig,
+) -> Result<Box<dyn Engine>> {
     if config.create {
-        Ok(Box::new(ZenEngine::<B>::create(config)?))
+        Ok(Box::new(ZenEngine::<B, P>::create(config)?))
     } else {
-        Ok(Box::new(ZenEngine::<B>::open(config)?))
+        Ok(Box::new(ZenEngine::<B, P>::open(config)?))
     }
 }

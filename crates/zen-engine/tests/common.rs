@@ -1,7 +1,7 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code)]
 
-use zen_engine::{ColumnType, EngineConfig, TableSchema};
+use zen_engine::{CcKind, ColumnType, EngineConfig, TableSchema};
 use zen_pmem::BackendKind;
 
 pub const ROW: usize = 32;
@@ -23,8 +23,9 @@ pub fn value(r: &[u8]) -> i64 {
 }
 
 /// A small config on a pool file in `dir` (64 KiB pages keep pools tiny).
-pub fn fs_config(dir: &std::path::Path, create: bool) -> EngineConfig {
+pub fn fs_config(dir: &std::path::Path, create: bool, cc: CcKind) -> EngineConfig {
     EngineConfig {
+        cc,
         pmem: BackendKind::Fs,
         pool: Some(dir.join("test.pool")),
         pool_size_bytes: 16 << 20,
@@ -36,8 +37,9 @@ pub fn fs_config(dir: &std::path::Path, create: bool) -> EngineConfig {
     }
 }
 
-pub fn dram_config() -> EngineConfig {
+pub fn dram_config(cc: CcKind) -> EngineConfig {
     EngineConfig {
+        cc,
         pmem: BackendKind::Dram,
         pool_size_bytes: 64 << 20,
         page_size_bytes: 64 << 10,

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use zen_engine::{Durability, Error, TxnOptions};
+use zen_engine::{CcKind, Durability, Error, TxnOptions};
 
 fn opts() -> TxnOptions {
     TxnOptions::default()
@@ -12,7 +12,13 @@ fn opts() -> TxnOptions {
 
 #[test]
 fn insert_get_update_delete_and_scan() {
-    let engine = zen_engine::open(&dram_config()).unwrap();
+    for cc in CcKind::ALL {
+        insert_get_update_delete_and_scan_with(cc);
+    }
+}
+
+fn insert_get_update_delete_and_scan_with(cc: CcKind) {
+    let engine = zen_engine::open(&dram_config(cc)).unwrap();
     let t = engine.create_table(&accounts()).unwrap();
     let mut w = engine.worker().unwrap();
     w.run(&opts(), |tx| {
@@ -55,7 +61,13 @@ fn insert_get_update_delete_and_scan() {
 
 #[test]
 fn bad_input_gives_typed_errors() {
-    let engine = zen_engine::open(&dram_config()).unwrap();
+    for cc in CcKind::ALL {
+        bad_input_gives_typed_errors_with(cc);
+    }
+}
+
+fn bad_input_gives_typed_errors_with(cc: CcKind) {
+    let engine = zen_engine::open(&dram_config(cc)).unwrap();
     let t = engine.create_table(&accounts()).unwrap();
     assert!(matches!(engine.table_id("nope"), Err(Error::UnknownTable(_))));
     let other = accounts().column("extra", zen_engine::ColumnType::I32);
@@ -75,8 +87,14 @@ fn bad_input_gives_typed_errors() {
 
 #[test]
 fn counters_per_transaction_match_alg_1() {
+    for cc in CcKind::ALL {
+        counters_per_transaction_match_alg_1_with(cc);
+    }
+}
+
+fn counters_per_transaction_match_alg_1_with(cc: CcKind) {
     for (durability, fences) in [(Durability::Lazy, 1), (Durability::Immediate, 2)] {
-        let engine = zen_engine::open(&dram_config()).unwrap();
+        let engine = zen_engine::open(&dram_config(cc)).unwrap();
         let t = engine.create_table(&accounts()).unwrap();
         let mut w = engine.worker().unwrap();
         let o = TxnOptions { durability: Some(durability), ..Default::default() };
@@ -106,9 +124,15 @@ fn counters_per_transaction_match_alg_1() {
 
 #[test]
 fn committed_state_survives_clean_reopen_and_crash() {
+    for cc in CcKind::ALL {
+        committed_state_survives_clean_reopen_and_crash_with(cc);
+    }
+}
+
+fn committed_state_survives_clean_reopen_and_crash_with(cc: CcKind) {
     let dir = tempfile::tempdir().unwrap();
     {
-        let engine = zen_engine::open(&fs_config(dir.path(), true)).unwrap();
+        let engine = zen_engine::open(&fs_config(dir.path(), true, cc)).unwrap();
         let t = engine.create_table(&accounts()).unwrap();
         let mut w = engine.worker().unwrap();
         for k in 0..300u64 {
@@ -133,7 +157,7 @@ fn committed_state_survives_clean_reopen_and_crash() {
         }
     };
     for round in 0..2 {
-        let engine = zen_engine::open(&fs_config(dir.path(), false)).unwrap();
+        let engine = zen_engine::open(&fs_config(dir.path(), false, cc)).unwrap();
         let report = engine.recovery_report().unwrap();
         assert_eq!(
             report.tuples_recovered,

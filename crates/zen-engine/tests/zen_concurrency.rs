@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::*;
 use rand::{Rng, SeedableRng};
-use zen_engine::{Engine, TxnOptions};
+use zen_engine::{CcKind, Engine, TxnOptions};
 
 const ACCOUNTS: u64 = 64;
 const INITIAL: i64 = 1_000;
@@ -92,8 +92,8 @@ fn setup(engine: &dyn Engine) {
 
 #[test]
 fn bank_transfers_keep_the_total_with_2_to_4_workers() {
-    for workers in [2, 4] {
-        let engine = Arc::new(zen_engine::open(&dram_config()).unwrap());
+    for (cc, workers) in CcKind::ALL.into_iter().flat_map(|cc| [(cc, 2), (cc, 4)]) {
+        let engine = Arc::new(zen_engine::open(&dram_config(cc)).unwrap());
         setup(engine.as_ref().as_ref());
         bank_run(engine.clone(), workers, 2_000, ACCOUNTS);
         engine.check_invariants().unwrap();
@@ -102,15 +102,23 @@ fn bank_transfers_keep_the_total_with_2_to_4_workers() {
 
 #[test]
 fn high_contention_makes_progress_with_bounded_retries() {
-    let engine = Arc::new(zen_engine::open(&dram_config()).unwrap());
-    setup(engine.as_ref().as_ref());
-    bank_run(engine, 4, 1_000, 3);
+    for cc in CcKind::ALL {
+        let engine = Arc::new(zen_engine::open(&dram_config(cc)).unwrap());
+        setup(engine.as_ref().as_ref());
+        bank_run(engine, 4, 1_000, 3);
+    }
 }
 
 #[test]
 fn bank_total_survives_recovery_and_a_small_cache() {
+    for cc in CcKind::ALL {
+        bank_total_survives_recovery_and_a_small_cache_with(cc);
+    }
+}
+
+fn bank_total_survives_recovery_and_a_small_cache_with(cc: CcKind) {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = fs_config(dir.path(), true);
+    let mut config = fs_config(dir.path(), true, cc);
     config.cache_size_bytes = 64 << 10; // 8 KiB per worker: fewer entries than accounts, forces eviction
     let engine = Arc::new(zen_engine::open(&config).unwrap());
     setup(engine.as_ref().as_ref());
@@ -121,7 +129,7 @@ fn bank_total_survives_recovery_and_a_small_cache() {
     assert!(status.cache_entries_used <= 4 * (8192 / 128), "cache not bounded: {status:?}");
     assert!(status.gc_reclaimed_slots > 0, "GC reclaimed nothing: {status:?}");
     engine.abandon();
-    let engine = zen_engine::open(&fs_config(dir.path(), false)).unwrap();
+    let engine = zen_engine::open(&fs_config(dir.path(), false, cc)).unwrap();
     engine.check_invariants().unwrap();
     assert_eq!(total(engine.as_ref()), ACCOUNTS as i64 * INITIAL);
     engine.close().unwrap();

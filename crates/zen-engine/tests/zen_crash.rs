@@ -16,6 +16,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
+use zen_engine::cc::{Mvcc, Protocol, Silo};
 use zen_engine::{
     ColumnType, Durability, Engine, EngineConfig, TableSchema, TxnOptions, ZenEngine,
 };
@@ -26,8 +27,9 @@ type State = BTreeMap<(u32, u64), i64>;
 
 const POOL_BYTES: u64 = 24 * (64 << 10);
 
-fn config() -> EngineConfig {
+fn config<P: Protocol>() -> EngineConfig {
     EngineConfig {
+        cc: P::KIND,
         pmem: zen_pmem::BackendKind::Sim,
         page_size_bytes: 64 << 10,
         max_workers: 2,
@@ -88,10 +90,10 @@ fn read_state(engine: &dyn Engine) -> State {
 }
 
 /// Build the loaded pool image: two tables, keys 0..8 in table 0.
-fn loaded_backend() -> (SimBackend, State) {
+fn loaded_backend<P: Protocol>() -> (SimBackend, State) {
     let sim = SimBackend::new(POOL_BYTES, PersistenceDomain::Adr);
     let pool = Pool::format(sim, &PoolOptions { page_size: 64 << 10, features: 0 }).unwrap();
-    let engine = ZenEngine::create_on(pool, &config()).unwrap();
+    let engine = ZenEngine::<SimBackend, P>::create_on(pool, &config::<P>()).unwrap();
     let initial: Step = (0..8).map(|k| (0, k, Some(100), true)).collect();
     let mut state = State::new();
     {
@@ -110,15 +112,15 @@ fn loaded_backend() -> (SimBackend, State) {
     (SimBackend::from_image(image, PersistenceDomain::Adr), state)
 }
 
-fn recover(backend: SimBackend) -> Result<ZenEngine<SimBackend>, String> {
+fn recover<P: Protocol>(backend: SimBackend) -> Result<ZenEngine<SimBackend, P>, String> {
     let pool = Pool::open_on(backend).map_err(|e| format!("pool open: {e}"))?;
-    ZenEngine::open_on(pool, &config()).map_err(|e| format!("recovery: {e}"))
+    ZenEngine::<SimBackend, P>::open_on(pool, &config::<P>()).map_err(|e| format!("recovery: {e}"))
 }
 
 /// Run `steps` (one worker) on a recorded backend; returns the trace and model states.
-fn record(steps: &[Step]) -> (zen_pmem::sim::Trace, Vec<State>) {
-    let (backend, initial) = loaded_backend();
-    let engine = recover(backend).unwrap();
+fn record<P: Protocol>(steps: &[Step]) -> (zen_pmem::sim::Trace, Vec<State>) {
+    let (backend, initial) = loaded_backend::<P>();
+    let engine = recover::<P>(backend).unwrap();
     {
         let e: &dyn Engine = &engine;
         let mut w = e.worker().unwrap();
@@ -142,7 +144,11 @@ fn record(steps: &[Step]) -> (zen_pmem::sim::Trace, Vec<State>) {
     (trace, states)
 }
 
-fn oracle(engine: &ZenEngine<SimBackend>, states: &[State], acked: usize) -> Result<(), String> {
+fn oracle<P: Protocol>(
+    engine: &ZenEngine<SimBackend, P>,
+    states: &[State],
+    acked: usize,
+) -> Result<(), String> {
     let e: &dyn Engine = engine;
     e.check_invariants().map_err(|x| format!("structure: {x}"))?;
     let got = read_state(e);
@@ -161,14 +167,22 @@ fn oracle(engine: &ZenEngine<SimBackend>, states: &[State], acked: usize) -> Res
 }
 
 fn campaign(name: &str, steps: &[Step]) {
-    let (trace, states) = record(steps);
+    campaign_with::<Silo>(name, steps);
+    campaign_with::<Mvcc>(name, steps);
+}
+
+fn campaign_with<P: Protocol>(name: &str, steps: &[Step]) {
+    let name = &format!("{name}/{}", P::KIND.name());
+    let (trace, states) = record::<P>(steps);
     let seed = seed_from_env(0x5EED);
     for (mode, budget) in [(CrashMode::Strict, 256), (CrashMode::Paranoid, 64)] {
         let stats = trace
             .check(CheckPlan::new(mode, budget, seed), |point, image| {
                 let acked = point.acked_txns().count();
-                let engine =
-                    recover(SimBackend::from_image(image.bytes.to_vec(), PersistenceDomain::Adr))?;
+                let engine = recover::<P>(SimBackend::from_image(
+                    image.bytes.to_vec(),
+                    PersistenceDomain::Adr,
+                ))?;
                 oracle(&engine, &states, acked)?;
                 engine.into_pool().unwrap().abandon();
                 Ok(())
@@ -185,7 +199,8 @@ fn campaign(name: &str, steps: &[Step]) {
     // Idempotence: crash the recovery of the end image at each of its fences.
     let end = trace.crash_points().last().unwrap().durable_image();
     let first = {
-        let engine = recover(SimBackend::from_image(end.clone(), PersistenceDomain::Adr)).unwrap();
+        let engine =
+            recover::<P>(SimBackend::from_image(end.clone(), PersistenceDomain::Adr)).unwrap();
         let s = read_state(&engine);
         engine.into_pool().unwrap().abandon();
         s
@@ -196,7 +211,7 @@ fn campaign(name: &str, steps: &[Step]) {
         CheckPlan::new(CrashMode::Strict, 16, seed),
         2,
         |backend, _| {
-            let engine = recover(backend)?;
+            let engine = recover::<P>(backend)?;
             if read_state(&engine) != first {
                 return Err("nested recovery changed the logical state".into());
             }

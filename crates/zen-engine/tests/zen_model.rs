@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use common::*;
 use proptest::prelude::*;
-use zen_engine::{Engine, Error, TxnOptions};
+use zen_engine::{CcKind, Engine, Error, TxnOptions};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -93,17 +93,20 @@ fn check_equal(engine: &dyn Engine, model: &BTreeMap<u64, i64>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
     #[test]
-    fn engine_matches_a_btreemap_across_reopen_and_crash(ops in proptest::collection::vec(op(), 1..120)) {
+    fn engine_matches_a_btreemap_across_reopen_and_crash(
+        ops in proptest::collection::vec(op(), 1..120),
+        cc in proptest::sample::select(CcKind::ALL.to_vec()),
+    ) {
         let dir = tempfile::tempdir().unwrap();
-        let mut engine = zen_engine::open(&fs_config(dir.path(), true)).unwrap();
+        let mut engine = zen_engine::open(&fs_config(dir.path(), true, cc)).unwrap();
         engine.create_table(&accounts()).unwrap();
         let mut model = BTreeMap::new();
         for op in &ops {
             if let Op::Reopen { crash } = op {
                 if *crash { engine.abandon() } else { engine.close().unwrap() }
-                engine = zen_engine::open(&fs_config(dir.path(), false)).unwrap();
+                engine = zen_engine::open(&fs_config(dir.path(), false, cc)).unwrap();
                 check_equal(engine.as_ref(), &model);
             } else {
                 apply(engine.as_ref(), &mut model, op);

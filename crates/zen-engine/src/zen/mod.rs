@@ -32,6 +32,7 @@ use zen_pmem::{CounterSnapshot, PageOwner, PmemBackend, Pool, PoolOptions};
 
 use crate::api::{Engine, EngineStatus, EngineWorker, RecoveryReport, TableId, TableStatus};
 use crate::catalog::{self, CatalogDoc};
+use crate::cc::{Protocol, Silo};
 use crate::config::EngineConfig;
 use crate::error::{Error, Result};
 use crate::schema::TableSchema;
@@ -65,12 +66,13 @@ pub struct Shared<B: PmemBackend> {
     pub gc_reclaimed: AtomicU64,
 }
 
-/// The Zen engine on backend `B`.
-pub struct ZenEngine<B: PmemBackend> {
+/// The Zen engine on backend `B` with concurrency-control protocol `P`.
+pub struct ZenEngine<B: PmemBackend, P: Protocol = Silo> {
     shared: Arc<Shared<B>>,
+    protocol: std::marker::PhantomData<P>,
 }
 
-impl<B: PmemBackend> ZenEngine<B> {
+impl<B: PmemBackend, P: Protocol> ZenEngine<B, P> {
     /// Create a new pool per `config` and an empty engine on it.
     pub fn create(config: &EngineConfig) -> Result<Self> {
         config.validate()?;
@@ -95,7 +97,7 @@ impl<B: PmemBackend> ZenEngine<B> {
         catalog::write(&pool, zen_pmem::SYSTEM_THREAD, &doc)?;
         let regions = config.max_workers;
         let shared = Shared::new(pool, config, regions, floor_page, Clock::resume_above(0), None);
-        Ok(ZenEngine { shared: Arc::new(shared) })
+        Ok(ZenEngine { shared: Arc::new(shared), protocol: std::marker::PhantomData })
     }
 
     /// Open an existing pool per `config` and recover it.
@@ -108,7 +110,7 @@ impl<B: PmemBackend> ZenEngine<B> {
     /// Recover an engine from an opened pool (Alg. 2).
     pub fn open_on(pool: Pool<B>, config: &EngineConfig) -> Result<Self> {
         let shared = recovery::recover(pool, config)?;
-        Ok(ZenEngine { shared: Arc::new(shared) })
+        Ok(ZenEngine { shared: Arc::new(shared), protocol: std::marker::PhantomData })
     }
 
     pub fn shared(&self) -> &Shared<B> {
@@ -243,13 +245,13 @@ impl<B: PmemBackend> Shared<B> {
     }
 }
 
-impl<B: PmemBackend> Engine for ZenEngine<B> {
+impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
     fn name(&self) -> &'static str {
         "zen"
     }
 
     fn cc_name(&self) -> &'static str {
-        self.shared.config.cc.name()
+        P::KIND.name()
     }
 
     fn create_table(&self, schema: &TableSchema) -> Result<TableId> {
@@ -299,7 +301,7 @@ impl<B: PmemBackend> Engine for ZenEngine<B> {
         let id = used.iter().position(|u| !u).ok_or(Error::TooManyWorkers { max: used.len() })?;
         used[id] = true;
         drop(used);
-        Ok(Box::new(txn::ZenWorker::new(s, id)))
+        Ok(Box::new(txn::ZenWorker::<B, P>::new(s, id)))
     }
 
     fn pmem_counters(&self) -> CounterSnapshot {
@@ -311,7 +313,7 @@ impl<B: PmemBackend> Engine for ZenEngine<B> {
         let tables = s.tables();
         let mut status = EngineStatus {
             engine: "zen".into(),
-            cc: s.config.cc.name().into(),
+            cc: P::KIND.name().into(),
             free_pages: s.pool.free_page_count(),
             page_count: s.pool.page_count(),
             gc_reclaimed_slots: s.gc_reclaimed.load(Ordering::Relaxed),

@@ -20,7 +20,7 @@ use super::Shared;
 use super::cache::{Alloc, FLAG_CLOCK, FLAG_COPY, LOC_EMPTY, loc_cached, loc_entry};
 use super::table::Table;
 use crate::api::{CacheStats, Durability, TableId};
-use crate::cc::silo;
+use crate::cc::{Protocol, silo};
 use crate::error::{AbortReason, Error, Result};
 use crate::heap::{self, SlotHeader};
 use crate::schema::MAX_KEY;
@@ -49,6 +49,8 @@ struct WriteItem {
     /// (location, TID before locking) once the record is locked.
     locked: Option<(u64, u64)>,
     slot: u64,
+    /// Multi-version protocols: the entry reserved for the new version.
+    new_entry: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -68,7 +70,7 @@ struct ScanItem {
     rids_len: usize,
 }
 
-pub struct ZenWorker<'e, B: PmemBackend> {
+pub struct ZenWorker<'e, B: PmemBackend, P: Protocol> {
     s: &'e Shared<B>,
     id: usize,
     thread: u32,
@@ -86,9 +88,14 @@ pub struct ZenWorker<'e, B: PmemBackend> {
     victims: Vec<u32>,
     slot_buf: Vec<u8>,
     row_buf: Vec<u8>,
+    /// The protocol's begin timestamp (MVCC: also the Tx-CTS).
+    txn_ts: Option<u64>,
+    /// Global minimum Tx-CTS when the transaction began.
+    watermark: u64,
+    protocol: std::marker::PhantomData<P>,
 }
 
-impl<'e, B: PmemBackend> ZenWorker<'e, B> {
+impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
     pub fn new(s: &'e Shared<B>, id: usize) -> Self {
         ZenWorker {
             s,
@@ -108,6 +115,9 @@ impl<'e, B: PmemBackend> ZenWorker<'e, B> {
             victims: Vec::new(),
             slot_buf: Vec::new(),
             row_buf: Vec::new(),
+            txn_ts: None,
+            watermark: 0,
+            protocol: std::marker::PhantomData,
         }
     }
 
@@ -121,10 +131,12 @@ impl<'e, B: PmemBackend> ZenWorker<'e, B> {
             self.tables = self.s.tables();
             self.tables_version = version;
         }
+        // Publish before drawing the timestamp: the watermark computation reads
+        // the clock before the active words (SeqCst), so it never passes us.
         self.begin_ts = self.s.clock.now();
         self.s.active_ts[self.id].store(self.begin_ts, Ordering::SeqCst);
-        // Re-read the clock after publishing, so the watermark never passes us.
-        self.begin_ts = self.begin_ts.min(self.s.clock.now());
+        self.txn_ts = P::begin_ts(&self.s.clock, self.id);
+        self.watermark = self.s.watermark();
     }
 
     fn end(&mut self) {
@@ -140,7 +152,16 @@ impl<'e, B: PmemBackend> ZenWorker<'e, B> {
 
     /// Stable read of a record's current version: (location, TID) and the row
     /// in `out` when present. Brings heap tuples into the worker's region.
-    fn read_current(&mut self, t: &Table, rid: u64, out: &mut [u8]) -> Result<(u64, u64)> {
+    fn read_current(
+        &mut self,
+        t: &Table,
+        key: u64,
+        rid: u64,
+        out: &mut [u8],
+    ) -> Result<(u64, u64)> {
+        if P::MULTI_VERSION {
+            return self.read_version(t, key, rid, out);
+        }
         let locw = t.records.loc(rid);
         for spin in 0..SPIN_LIMIT {
             let loc = locw.load(Ordering::Acquire);
@@ -197,6 +218,9 @@ impl<'e, B: PmemBackend> ZenWorker<'e, B> {
         e.flags.store(FLAG_CLOCK, Ordering::Relaxed);
         e.touch_ts.store(self.begin_ts, Ordering::Relaxed);
         e.cc[0].store(silo::tid(h.cts, h.deleted), Ordering::Relaxed);
+        for w in &e.cc[1..] {
+            w.store(0, Ordering::Relaxed);
+        }
         region.write_row(idx, &self.slot_buf[heap::SLOT_HEADER_BYTES as usize..len]);
         let published = locw
             .compare_exchange(slot, loc_cached(self.id, idx), Ordering::AcqRel, Ordering::Acquire)
@@ -213,6 +237,11 @@ impl<'e, B: PmemBackend> ZenWorker<'e, B> {
     /// A free entry of this worker's region of `t`, evicting if needed.
     fn allocate_entry(&mut self, t: &Table) -> Result<u32> {
         let region = &t.caches[self.id];
+        let detached = region.drain_retire_inbox(self.s.clock.now()) as u64;
+        if detached > 0 {
+            self.s.cache_used_bytes[self.id]
+                .fetch_sub(detached * region.entry_bytes() as u64, Ordering::Relaxed);
+        }
         for _ in 0..4 {
             let used = self.s.cache_used_bytes[self.id].load(Ordering::Relaxed);
             if used + region.entry_bytes() as u64 <= self.s.cache_budget_bytes || region.used() == 0
@@ -263,8 +292,19 @@ impl<'e, B: PmemBackend> ZenWorker<'e, B> {
                 evicted += 1;
                 continue;
             }
-            let Some(prev) = silo::try_lock(&e.cc[0]) else { continue };
             let locw = t.records.loc(record - 1);
+            let is_head = locw.load(Ordering::Acquire) == loc_cached(self.id, idx);
+            if P::MULTI_VERSION {
+                if !is_head {
+                    evicted += usize::from(self.evict_old_version(t, idx, watermark));
+                    continue;
+                }
+                if silo::cts_of(e.cc[0].load(Ordering::Acquire)) >= watermark {
+                    continue;
+                }
+                self.cut_chain(t, e);
+            }
+            let Some(prev) = silo::try_lock(&e.cc[0]) else { continue };
             if locw.load(Ordering::Acquire) != loc_cached(self.id, idx) {
                 silo::unlock(&e.cc[0], prev);
                 continue;
@@ -328,7 +368,7 @@ impl<'e, B: PmemBackend> ZenWorker<'e, B> {
             out.copy_from_slice(&self.write_data[w.data_at..w.data_at + t.row_bytes]);
             return Ok(true);
         }
-        let (loc, observed) = self.read_current(&t, rid, out)?;
+        let (loc, observed) = self.read_current(&t, key, rid, out)?;
         self.reads.push(ReadItem { table: table.0, rid, loc, observed });
         Ok(loc != LOC_EMPTY && observed & silo::ABSENT == 0)
     }
@@ -347,6 +387,7 @@ impl<'e, B: PmemBackend> ZenWorker<'e, B> {
             data_at,
             locked: None,
             slot: 0,
+            new_entry: None,
         });
     }
 
@@ -432,6 +473,9 @@ impl<'e, B: PmemBackend> ZenWorker<'e, B> {
                 e.flags.store(FLAG_CLOCK, Ordering::Relaxed);
                 e.touch_ts.store(self.begin_ts, Ordering::Relaxed);
                 e.cc[0].store(prev | silo::LOCK, Ordering::Relaxed);
+                for w in &e.cc[1..] {
+                    w.store(0, Ordering::Relaxed);
+                }
                 let mine = loc_cached(self.id, idx);
                 if locw
                     .compare_exchange(LOC_EMPTY, mine, Ordering::AcqRel, Ordering::Acquire)
@@ -495,3 +539,4 @@ pub fn count_live(t: &Table) -> u64 {
 
 mod commit;
 mod scan;
+mod versions;

@@ -7,7 +7,7 @@ use zen_pmem::{CounterSnapshot, Marker, PmemBackend};
 use super::scan::ZenTxn;
 use super::{GC_BATCH, ReadItem, SPIN_LIMIT, WriteKind, ZenWorker, backoff};
 use crate::api::{CacheStats, CommitInfo, Durability, EngineWorker, Transaction, TxnOptions};
-use crate::cc::silo;
+use crate::cc::{Protocol, silo};
 use crate::error::{AbortReason, Error, Result};
 use crate::heap::{self, SlotHeader};
 use crate::zen::Shared;
@@ -15,7 +15,7 @@ use crate::zen::cache::{FLAG_CLOCK, FLAG_COPY, LOC_EMPTY, loc_cached, loc_entry}
 use crate::zen::space::Garbage;
 use crate::zen::table::Table;
 
-impl<B: PmemBackend> ZenWorker<'_, B> {
+impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     fn commit(&mut self) -> Result<CommitInfo> {
         if self.writes.is_empty() {
             self.validate()?;
@@ -25,7 +25,7 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
             self.unlock_all();
             return Err(e);
         }
-        let cts = self.s.clock.next(self.id);
+        let cts = self.txn_ts.unwrap_or_else(|| self.s.clock.next(self.id));
         if let Err(e) = self.validate().and_then(|()| self.allocate_slots()) {
             self.free_unwritten_slots();
             self.unlock_all();
@@ -65,7 +65,14 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
             let e = t.caches[w].entry(idx);
             e.touch(self.begin_ts);
             match silo::try_lock(&e.cc[0]) {
-                Some(prev) if locw.load(Ordering::Acquire) == loc => return Ok((loc, prev)),
+                Some(prev) if locw.load(Ordering::Acquire) == loc => {
+                    let rts = e.cc[1].load(Ordering::SeqCst);
+                    if let Err(reason) = P::may_supersede(self.txn_ts, prev, rts) {
+                        silo::unlock(&e.cc[0], prev);
+                        return Err(Error::Abort(reason));
+                    }
+                    return Ok((loc, prev));
+                }
                 Some(prev) => silo::unlock(&e.cc[0], prev),
                 None if spin > 64 => return Err(Error::Abort(AbortReason::WriteLocked)),
                 None => backoff(spin),
@@ -97,6 +104,10 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
     }
 
     fn read_still_valid(&self, r: &ReadItem) -> bool {
+        if P::MULTI_VERSION {
+            // Timestamp ordering registered the read (rts) when it happened.
+            return true;
+        }
         let t = &self.tables[r.table as usize];
         let current = t.records.loc(r.rid).load(Ordering::Acquire);
         if current != r.loc {
@@ -114,6 +125,12 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
             let t = self.tables[self.writes[i].table as usize].clone();
             let slot = self.allocate_slot(&t)?;
             self.writes[i].slot = slot;
+            if P::MULTI_VERSION && self.writes[i].kind != WriteKind::Insert {
+                // Reserved now: once persisted, installing must not fail. An
+                // insert fills its locked absent entry in place instead (an
+                // older reader then aborts rather than seeing "absent").
+                self.writes[i].new_entry = Some(self.allocate_entry(&t)?);
+            }
         }
         Ok(())
     }
@@ -135,6 +152,10 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
 
     fn free_unwritten_slots(&mut self) {
         for w in &mut self.writes {
+            if let Some(idx) = w.new_entry.take() {
+                let t = &self.tables[w.table as usize];
+                t.caches[self.id].free_unpublished(idx);
+            }
             if w.slot != 0 {
                 let t = &self.tables[w.table as usize];
                 let mut region = t.heaps[self.id].lock();
@@ -221,7 +242,17 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
                     Garbage { slot: w.slot, cts, writer: self.id, tombstone: true },
                 );
             }
-            let copied = owner != self.id
+            if let Some(new_idx) = w.new_entry {
+                self.install_version(
+                    &t, w.rid, w.key, new_idx, new_slot, new_row, cts, deleted, loc,
+                );
+                entry.cc[0].store(prev & !silo::LOCK, Ordering::Release);
+                self.writes[i].locked = None;
+                self.writes[i].new_entry = None;
+                continue;
+            }
+            let copied = !P::MULTI_VERSION
+                && owner != self.id
                 && self.install_copy(&t, w.rid, w.key, new_slot, new_row, cts, deleted);
             if copied {
                 entry.flags.fetch_or(FLAG_COPY, Ordering::AcqRel);
@@ -398,7 +429,7 @@ impl<B: PmemBackend> Shared<B> {
     }
 }
 
-impl<B: PmemBackend> EngineWorker for ZenWorker<'_, B> {
+impl<B: PmemBackend, P: Protocol> EngineWorker for ZenWorker<'_, B, P> {
     fn id(&self) -> usize {
         self.id
     }
@@ -438,7 +469,7 @@ impl<B: PmemBackend> EngineWorker for ZenWorker<'_, B> {
     }
 }
 
-impl<B: PmemBackend> Drop for ZenWorker<'_, B> {
+impl<B: PmemBackend, P: Protocol> Drop for ZenWorker<'_, B, P> {
     fn drop(&mut self) {
         // Make lazily committed transactions durable before the worker goes.
         let _ = EngineWorker::sync(self);

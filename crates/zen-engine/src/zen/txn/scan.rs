@@ -11,12 +11,12 @@ use zen_pmem::PmemBackend;
 
 use super::{ReadItem, ScanItem, WriteKind, ZenWorker};
 use crate::api::{TableId, Transaction};
-use crate::cc::silo;
+use crate::cc::{Protocol, silo};
 use crate::error::{Error, Result};
 use crate::zen::cache::LOC_EMPTY;
 use crate::zen::table::Table;
 
-impl<B: PmemBackend> ZenWorker<'_, B> {
+impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     pub(super) fn scan(
         &mut self,
         table: TableId,
@@ -54,7 +54,7 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
     }
 
     /// Read one record met by a scan; true when it has a live row in `row`.
-    fn visit(&mut self, t: &Table, _key: u64, rid: u64, row: &mut [u8]) -> Result<bool> {
+    fn visit(&mut self, t: &Table, key: u64, rid: u64, row: &mut [u8]) -> Result<bool> {
         if let Some(i) = self.find_write(t.id.0, rid) {
             let w = self.writes[i];
             if w.kind == WriteKind::Delete {
@@ -63,7 +63,7 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
             row.copy_from_slice(&self.write_data[w.data_at..w.data_at + t.row_bytes]);
             return Ok(true);
         }
-        let (loc, observed) = self.read_current(t, rid, row)?;
+        let (loc, observed) = self.read_current(t, key, rid, row)?;
         self.reads.push(ReadItem { table: t.id.0, rid, loc, observed });
         Ok(loc != LOC_EMPTY && observed & silo::ABSENT == 0)
     }
@@ -115,11 +115,11 @@ impl<B: PmemBackend> ZenWorker<'_, B> {
 }
 
 /// The transaction handed to a body: a view of the worker.
-pub struct ZenTxn<'w, 'e, B: PmemBackend> {
-    pub(super) w: &'w mut ZenWorker<'e, B>,
+pub struct ZenTxn<'w, 'e, B: PmemBackend, P: Protocol> {
+    pub(super) w: &'w mut ZenWorker<'e, B, P>,
 }
 
-impl<B: PmemBackend> Transaction for ZenTxn<'_, '_, B> {
+impl<B: PmemBackend, P: Protocol> Transaction for ZenTxn<'_, '_, B, P> {
     fn get(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
         self.w.get(table, key, out)
     }

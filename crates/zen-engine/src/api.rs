@@ -237,6 +237,9 @@ pub trait Engine: Send + Sync {
     /// Sum of every worker's NVM counters.
     fn pmem_counters(&self) -> CounterSnapshot;
     fn status(&self) -> EngineStatus;
+    /// Re-plan DRAM cache shares across tables from the accesses measured so
+    /// far (Zen's greedy f_i/S_i rule); engines without a cache ignore it.
+    fn rebalance_cache(&self) {}
     /// The report of the recovery that opened this engine, if it recovered.
     fn recovery_report(&self) -> Option<RecoveryReport>;
     /// Check structural invariants (index ↔ heap, no duplicate keys, free

@@ -18,6 +18,7 @@
 //! `recovery` (Alg. 2), this file (engine, workers, GC watermark).
 
 pub mod cache;
+pub mod cache_plan;
 pub mod recovery;
 pub mod space;
 pub mod table;
@@ -38,6 +39,9 @@ use crate::error::{Error, Result};
 use crate::schema::TableSchema;
 use crate::ts::Clock;
 use table::Table;
+
+/// Met-Cache entries every table keeps per worker region (C_min of §3.2).
+pub const MIN_CACHE_ENTRIES: u64 = 16;
 
 /// State shared by all workers of one engine.
 pub struct Shared<B: PmemBackend> {
@@ -64,6 +68,8 @@ pub struct Shared<B: PmemBackend> {
     pub cache_budget_bytes: u64,
     pub cache_used_bytes: Box<[CachePadded<AtomicU64>]>,
     pub gc_reclaimed: AtomicU64,
+    /// Transactions attempted per worker (for f_i of the cache plan).
+    pub txns: Box<[CachePadded<AtomicU64>]>,
 }
 
 /// The Zen engine on backend `B` with concurrency-control protocol `P`.
@@ -168,6 +174,7 @@ impl<B: PmemBackend> Shared<B> {
             cache_budget_bytes: budget.max(4 << 10),
             cache_used_bytes: per_worker(0),
             gc_reclaimed: AtomicU64::new(0),
+            txns: per_worker(0),
         }
     }
 
@@ -199,6 +206,31 @@ impl<B: PmemBackend> Shared<B> {
         }
         *self.tables.write() = Arc::new(tables);
         self.tables_version.fetch_add(1, Ordering::AcqRel);
+        self.rebalance_cache();
+    }
+
+    /// Re-plan every table's Met-Cache share with the greedy f_i/S_i rule
+    /// (`cache_plan.rs`), from the accesses counted so far.
+    pub fn rebalance_cache(&self) {
+        let tables = self.tables();
+        let txns: u64 = self.txns.iter().map(|t| t.load(Ordering::Relaxed)).sum();
+        let demands: Vec<cache_plan::TableDemand> = tables
+            .iter()
+            .map(|t| {
+                let accesses: u64 = t.accesses.iter().map(|a| a.load(Ordering::Relaxed)).sum();
+                cache_plan::TableDemand {
+                    accesses_per_txn: if txns == 0 { 1.0 } else { accesses as f64 / txns as f64 },
+                    rows: t.index.len() as u64,
+                    entry_bytes: t.caches[0].entry_bytes() as u64,
+                }
+            })
+            .collect();
+        let shares = cache_plan::plan(self.cache_budget_bytes, MIN_CACHE_ENTRIES, &demands);
+        for (t, share) in tables.iter().zip(shares) {
+            let cap = t.caches[0].capacity();
+            t.cache_limit
+                .store(u32::try_from(share).unwrap_or(u32::MAX).min(cap), Ordering::Relaxed);
+        }
     }
 
     fn make_table(&self, index: usize, schema: TableSchema) -> Table {
@@ -275,6 +307,7 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
         list.push(Arc::new(s.make_table(id, schema.clone())));
         *s.tables.write() = Arc::new(list);
         s.tables_version.fetch_add(1, Ordering::AcqRel);
+        s.rebalance_cache();
         Ok(TableId(id as u32))
     }
 
@@ -333,6 +366,10 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
                 t.caches.iter().map(|c| u64::from(c.capacity())).sum::<u64>();
         }
         status
+    }
+
+    fn rebalance_cache(&self) {
+        self.shared.rebalance_cache();
     }
 
     fn recovery_report(&self) -> Option<RecoveryReport> {

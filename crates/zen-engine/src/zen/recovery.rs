@@ -119,6 +119,7 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<S
     let index_ms = ms(index_started);
     let free_started = Instant::now();
     rebuild_free_lists(&shared, &pages, &winners)?;
+    shared.rebalance_cache();
     let report = RecoveryReport {
         threads,
         pages_scanned: pages.len() as u64,

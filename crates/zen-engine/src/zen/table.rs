@@ -21,6 +21,9 @@ use crate::heap;
 use crate::schema::TableSchema;
 
 const RECORD_CHUNK: usize = 1 << 16;
+/// Key buckets of the scan read timestamps (`2^SCAN_BUCKET_SHIFT` keys each).
+const SCAN_BUCKETS: usize = 256;
+const SCAN_BUCKET_SHIFT: u32 = 12;
 const RECORD_CHUNKS: usize = 1 << 16;
 
 /// The location words of a table's records, addressed by record id.
@@ -85,6 +88,14 @@ pub struct Table {
     pub gc_low: Box<[std::sync::atomic::AtomicU64]>,
     /// Persist-order rank: the LP tuple comes from the table of lowest rank.
     pub persist_rank: u32,
+    /// Entries each worker region of this table may hold (the cache plan's C_i).
+    pub cache_limit: std::sync::atomic::AtomicU32,
+    /// Multi-version protocols: largest timestamp that scanned each key bucket
+    /// (phantom protection for inserts by older transactions), and the whole table.
+    pub scan_rts: Box<[std::sync::atomic::AtomicU64]>,
+    pub scan_rts_all: std::sync::atomic::AtomicU64,
+    /// Tuples accessed, per worker (f_i of the cache plan; owner-only counters).
+    pub accesses: Box<[crossbeam_utils::CachePadded<std::sync::atomic::AtomicU64>]>,
 }
 
 impl Table {
@@ -121,6 +132,10 @@ impl Table {
             gc_low: (0..regions).map(|_| std::sync::atomic::AtomicU64::new(u64::MAX)).collect(),
             schema,
             persist_rank,
+            cache_limit: std::sync::atomic::AtomicU32::new(cache_entries_per_region),
+            accesses: (0..regions).map(|_| Default::default()).collect(),
+            scan_rts: (0..SCAN_BUCKETS).map(|_| Default::default()).collect(),
+            scan_rts_all: Default::default(),
         }
     }
 
@@ -141,6 +156,26 @@ impl Table {
             // Lost a race: the other record is the one; ours stays unused.
             Err(_) => self.lookup(key),
         }
+    }
+
+    /// Record that a transaction with timestamp `ts` scanned `[low, high]`.
+    pub fn raise_scan_rts(&self, low: u64, high: u64, ts: u64) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (first, last) = (low >> SCAN_BUCKET_SHIFT, high >> SCAN_BUCKET_SHIFT);
+        if last - first >= SCAN_BUCKETS as u64 / 4 {
+            self.scan_rts_all.fetch_max(ts, SeqCst);
+            return;
+        }
+        for b in first..=last {
+            self.scan_rts[b as usize % SCAN_BUCKETS].fetch_max(ts, SeqCst);
+        }
+    }
+
+    /// Largest timestamp of a scan that may have covered `key`.
+    pub fn scan_rts_of(&self, key: u64) -> u64 {
+        use std::sync::atomic::Ordering::SeqCst;
+        let bucket = (key >> SCAN_BUCKET_SHIFT) as usize % SCAN_BUCKETS;
+        self.scan_rts[bucket].load(SeqCst).max(self.scan_rts_all.load(SeqCst))
     }
 
     pub fn add_secondary(&self, row: &[u8], key: u64) {

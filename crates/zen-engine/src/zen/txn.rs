@@ -242,31 +242,38 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             self.s.cache_used_bytes[self.id]
                 .fetch_sub(detached * region.entry_bytes() as u64, Ordering::Relaxed);
         }
+        let limit = t.cache_limit.load(Ordering::Relaxed);
         for _ in 0..4 {
             let used = self.s.cache_used_bytes[self.id].load(Ordering::Relaxed);
-            if used + region.entry_bytes() as u64 <= self.s.cache_budget_bytes || region.used() == 0
-            {
+            let fits = used + region.entry_bytes() as u64 <= self.s.cache_budget_bytes;
+            if (fits && region.used() < limit) || region.used() == 0 {
                 let before = region.used();
-                if let Alloc::Entry(idx) = region.allocate(self.s.watermark()) {
+                if let Alloc::Entry(idx) = region.allocate(self.watermark) {
                     if region.used() > before {
                         self.s.cache_used_bytes[self.id]
                             .fetch_add(region.entry_bytes() as u64, Ordering::Relaxed);
                     }
                     return Ok(idx);
                 }
-            } else if let Alloc::Entry(idx) = region.allocate_reuse_only(self.s.watermark()) {
+            } else if let Alloc::Entry(idx) = region.allocate_reuse_only(self.watermark) {
                 return Ok(idx);
             }
-            if self.evict(t) == 0 && !self.evict_other_tables(t) {
+            if self.evict(t) == 0 && !self.evict_over_limit(t) {
                 break;
             }
         }
         Err(Error::Abort(AbortReason::CacheFull))
     }
 
-    fn evict_other_tables(&mut self, except: &Table) -> bool {
+    /// Evict from other tables that hold more than their planned share.
+    fn evict_over_limit(&mut self, except: &Table) -> bool {
         let tables = self.tables.clone();
-        tables.iter().filter(|t| t.id != except.id).any(|t| self.evict(t) > 0)
+        let me = self.id;
+        tables
+            .iter()
+            .filter(|t| t.id != except.id)
+            .filter(|t| t.caches[me].used() > t.cache_limit.load(Ordering::Relaxed))
+            .any(|t| self.evict(t) > 0)
     }
 
     /// CLOCK over this worker's region of `t`: retire up to a few victims.
@@ -346,6 +353,13 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         Ok(())
     }
 
+    /// Count an access for the cache plan (f_i; owner-only counter).
+    #[inline]
+    fn count_access(&self, t: &Table) {
+        let c = &t.accesses[self.id];
+        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
     fn check_access_limit(&self) -> Result<()> {
         if self.reads.len() + self.writes.len() >= MAX_ACCESS {
             return Err(Error::AccessSetFull { limit: MAX_ACCESS });
@@ -359,6 +373,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         Self::check_key(&t, key)?;
         Self::check_row(&t, out.len())?;
         self.check_access_limit()?;
+        self.count_access(&t);
         let rid = t.lookup_or_create(key).ok_or(Error::Abort(AbortReason::OutOfSpace))?;
         if let Some(i) = self.find_write(table.0, rid) {
             let w = self.writes[i];
@@ -436,6 +451,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         Self::check_key(&t, key)?;
         Self::check_row(&t, row.len())?;
         self.check_access_limit()?;
+        self.count_access(&t);
         let duplicate = || Error::DuplicateKey { table: t.schema.name.clone(), key };
         let rid = t.lookup_or_create(key).ok_or(Error::Abort(AbortReason::OutOfSpace))?;
         if let Some(i) = self.find_write(table.0, rid) {

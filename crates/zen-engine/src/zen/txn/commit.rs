@@ -21,7 +21,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             self.validate()?;
             return Ok(CommitInfo { cts: 0, durable: true, writes: 0 });
         }
-        if let Err(e) = self.lock_write_set() {
+        if let Err(e) = self.lock_write_set().and_then(|()| self.check_inserts()) {
             self.unlock_all();
             return Err(e);
         }
@@ -79,6 +79,21 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             }
         }
         Err(Error::Abort(AbortReason::WriteLocked))
+    }
+
+    /// Timestamp ordering for inserts (locked since execution): the absent
+    /// entry's read timestamp, and any newer scan of the key's range (phantoms).
+    fn check_inserts(&self) -> Result<()> {
+        let Some(ts) = self.txn_ts.filter(|_| P::MULTI_VERSION) else { return Ok(()) };
+        for w in self.writes.iter().filter(|w| w.kind == WriteKind::Insert) {
+            let t = &self.tables[w.table as usize];
+            let (loc, prev) = w.locked.expect("inserts are locked at execution");
+            let (owner, idx) = loc_entry(loc).expect("locked records are cached");
+            let rts = t.caches[owner].entry(idx).cc[1].load(Ordering::SeqCst);
+            P::may_supersede(Some(ts), prev, rts.max(t.scan_rts_of(w.key)))
+                .map_err(Error::Abort)?;
+        }
+        Ok(())
     }
 
     fn unlock_all(&mut self) {
@@ -440,6 +455,8 @@ impl<B: PmemBackend, P: Protocol> EngineWorker for ZenWorker<'_, B, P> {
         body: &mut dyn FnMut(&mut dyn Transaction) -> Result<()>,
     ) -> Result<CommitInfo> {
         self.durability = opts.durability.unwrap_or(self.s.config.durability);
+        let txns = &self.s.txns[self.id];
+        txns.store(txns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         self.begin();
         let result = body(&mut ZenTxn { w: self }).and_then(|()| {
             if opts.read_only && !self.writes.is_empty() {

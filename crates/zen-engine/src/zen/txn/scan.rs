@@ -26,6 +26,11 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     ) -> Result<usize> {
         let t = self.table(table)?;
         let (low, high) = (*range.start(), *range.end());
+        if let Some(ts) = self.txn_ts.filter(|_| P::MULTI_VERSION) {
+            // Before reading: an older inserter either sees this and aborts,
+            // or its locked entry is already in the index and we wait for it.
+            t.raise_scan_rts(low, high, ts);
+        }
         let mut row = vec![0u8; t.row_bytes];
         let rids_at = self.scan_rids.len();
         let mut visited = 0;
@@ -55,6 +60,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
 
     /// Read one record met by a scan; true when it has a live row in `row`.
     fn visit(&mut self, t: &Table, key: u64, rid: u64, row: &mut [u8]) -> Result<bool> {
+        self.count_access(t);
         if let Some(i) = self.find_write(t.id.0, rid) {
             let w = self.writes[i];
             if w.kind == WriteKind::Delete {

@@ -1,0 +1,71 @@
+//! Met-Cache sizing across tables (Zen §3.2): the greedy knapsack rule.
+//!
+//! Expected hits per transaction are Σ f_i·C_i / S_i (f_i: tuples of table i
+//! accessed per transaction, S_i: its size, C_i: its cache share, all in
+//! entries). Every table first gets C_min (so concurrency control always has
+//! entries to work with); the rest of the budget goes to tables in order of
+//! descending f_i / S_i, each up to its full size (more would not help).
+//!
+//! The engine plans once per table creation and after recovery (f_i unknown:
+//! equal), and again whenever `Engine::rebalance_cache` is called with measured
+//! f_i (the benchmark driver calls it after warm-up).
+
+/// What the planner knows of one table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TableDemand {
+    /// Tuples of the table accessed per transaction (f_i).
+    pub accesses_per_txn: f64,
+    /// Rows in the table (S_i, in entries).
+    pub rows: u64,
+    /// DRAM bytes of one cache entry of the table.
+    pub entry_bytes: u64,
+}
+
+/// Entries per table for a cache of `budget_bytes`, at least `min_entries` each.
+pub fn plan(budget_bytes: u64, min_entries: u64, tables: &[TableDemand]) -> Vec<u64> {
+    let mut shares: Vec<u64> = vec![min_entries; tables.len()];
+    let reserved: u64 = tables.iter().map(|t| min_entries * t.entry_bytes).sum();
+    let mut left = budget_bytes.saturating_sub(reserved);
+    let mut order: Vec<usize> = (0..tables.len()).collect();
+    let density = |t: &TableDemand| t.accesses_per_txn / t.rows.max(1) as f64;
+    order.sort_by(|&a, &b| density(&tables[b]).total_cmp(&density(&tables[a])));
+    for i in order {
+        let t = &tables[i];
+        let want = t.rows.saturating_sub(min_entries);
+        let take = want.min(left / t.entry_bytes.max(1));
+        shares[i] += take;
+        left -= take * t.entry_bytes;
+    }
+    shares
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(f: f64, rows: u64) -> TableDemand {
+        TableDemand { accesses_per_txn: f, rows, entry_bytes: 100 }
+    }
+
+    #[test]
+    fn dense_tables_are_cached_whole_first() {
+        // Budget of 1,000 entries; minimum 10 each.
+        let shares = plan(100_000, 10, &[t(1.0, 10_000), t(5.0, 100), t(2.0, 500)]);
+        assert_eq!(shares[1], 100, "small hot table entirely");
+        assert_eq!(shares[2], 500, "next densest entirely");
+        assert_eq!(shares.iter().sum::<u64>(), 1000, "whole budget used");
+    }
+
+    #[test]
+    fn every_table_gets_the_minimum_even_when_over_budget() {
+        let shares = plan(1_000, 10, &[t(1.0, 1_000), t(1.0, 1_000)]);
+        assert_eq!(shares, vec![10, 10]);
+    }
+
+    #[test]
+    fn unknown_frequencies_favour_small_tables() {
+        let shares = plan(50_000, 1, &[t(1.0, 10_000), t(1.0, 10)]);
+        assert_eq!(shares[1], 10);
+        assert_eq!(shares[0], 490);
+    }
+}

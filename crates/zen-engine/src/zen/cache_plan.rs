@@ -6,6 +6,9 @@
 //! entries to work with); the rest of the budget goes to tables in order of
 //! descending f_i / S_i, each up to its full size (more would not help).
 //!
+//! Budget left over when every table is cached whole is split evenly, so
+//! tables that grow (or were empty when planned) still have room.
+//!
 //! The engine plans once per table creation and after recovery (f_i unknown:
 //! equal), and again whenever `Engine::rebalance_cache` is called with measured
 //! f_i (the benchmark driver calls it after warm-up).
@@ -36,6 +39,10 @@ pub fn plan(budget_bytes: u64, min_entries: u64, tables: &[TableDemand]) -> Vec<
         shares[i] += take;
         left -= take * t.entry_bytes;
     }
+    let per_table = left / tables.len().max(1) as u64;
+    for (share, t) in shares.iter_mut().zip(tables) {
+        *share += per_table / t.entry_bytes.max(1);
+    }
     shares
 }
 
@@ -53,6 +60,7 @@ mod tests {
         let shares = plan(100_000, 10, &[t(1.0, 10_000), t(5.0, 100), t(2.0, 500)]);
         assert_eq!(shares[1], 100, "small hot table entirely");
         assert_eq!(shares[2], 500, "next densest entirely");
+        assert_eq!(shares[0], 400, "the big table gets the rest");
         assert_eq!(shares.iter().sum::<u64>(), 1000, "whole budget used");
     }
 
@@ -60,6 +68,11 @@ mod tests {
     fn every_table_gets_the_minimum_even_when_over_budget() {
         let shares = plan(1_000, 10, &[t(1.0, 1_000), t(1.0, 1_000)]);
         assert_eq!(shares, vec![10, 10]);
+    }
+
+    #[test]
+    fn empty_tables_split_the_budget_evenly() {
+        assert_eq!(plan(100_000, 10, &[t(1.0, 0), t(1.0, 0)]), vec![500, 500]);
     }
 
     #[test]

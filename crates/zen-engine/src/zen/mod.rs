@@ -66,7 +66,6 @@ pub struct Shared<B: PmemBackend> {
     pub recovery: Option<RecoveryReport>,
     /// Met-Cache byte budget of each worker.
     pub cache_budget_bytes: u64,
-    pub cache_used_bytes: Box<[CachePadded<AtomicU64>]>,
     pub gc_reclaimed: AtomicU64,
     /// Transactions attempted per worker (for f_i of the cache plan).
     pub txns: Box<[CachePadded<AtomicU64>]>,
@@ -172,7 +171,6 @@ impl<B: PmemBackend> Shared<B> {
             catalog_lock: Mutex::new(()),
             recovery,
             cache_budget_bytes: budget.max(4 << 10),
-            cache_used_bytes: per_worker(0),
             gc_reclaimed: AtomicU64::new(0),
             txns: per_worker(0),
         }
@@ -193,10 +191,13 @@ impl<B: PmemBackend> Shared<B> {
         self.tables.read().clone()
     }
 
-    /// Cache entries a region of a table with `row_bytes` rows may hold.
+    /// Most entries a region of a table with `row_bytes` rows may allocate:
+    /// twice the worker's budget, because evicted entries wait (retired, C4)
+    /// until the watermark passes before they are reused. The budget itself
+    /// counts entries in use and is enforced by `allocate_entry`.
     pub(crate) fn region_capacity(&self, row_bytes: usize) -> u32 {
         let entry = (std::mem::size_of::<cache::Entry>() + row_bytes.div_ceil(8) * 8) as u64;
-        u32::try_from(self.cache_budget_bytes / entry).unwrap_or(u32::MAX).clamp(8, 1 << 30)
+        u32::try_from(2 * self.cache_budget_bytes / entry).unwrap_or(u32::MAX).clamp(16, 1 << 30)
     }
 
     pub(crate) fn install_tables(&self, schemas: &[TableSchema]) {
@@ -227,7 +228,7 @@ impl<B: PmemBackend> Shared<B> {
             .collect();
         let shares = cache_plan::plan(self.cache_budget_bytes, MIN_CACHE_ENTRIES, &demands);
         for (t, share) in tables.iter().zip(shares) {
-            let cap = t.caches[0].capacity();
+            let cap = t.caches[0].capacity() / 2;
             t.cache_limit
                 .store(u32::try_from(share).unwrap_or(u32::MAX).min(cap), Ordering::Relaxed);
         }

@@ -92,6 +92,8 @@ pub struct ZenWorker<'e, B: PmemBackend, P: Protocol> {
     txn_ts: Option<u64>,
     /// Global minimum Tx-CTS when the transaction began.
     watermark: u64,
+    /// Tx-CTS of this worker's previous commit (timestamps are monotone per worker).
+    last_cts: u64,
     protocol: std::marker::PhantomData<P>,
 }
 
@@ -117,6 +119,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             row_buf: Vec::new(),
             txn_ts: None,
             watermark: 0,
+            last_cts: 0,
             protocol: std::marker::PhantomData,
         }
     }
@@ -133,9 +136,13 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         }
         // Publish before drawing the timestamp: the watermark computation reads
         // the clock before the active words (SeqCst), so it never passes us.
-        self.begin_ts = self.s.clock.now();
-        self.s.active_ts[self.id].store(self.begin_ts, Ordering::SeqCst);
+        let published = self.s.clock.now();
+        self.s.active_ts[self.id].store(published, Ordering::SeqCst);
         self.txn_ts = P::begin_ts(&self.s.clock, self.id);
+        // A begin timestamp strictly above everything retired before it (C4):
+        // the clock ticks even when nothing commits, so retired entries and
+        // garbage always become reusable once older transactions end.
+        self.begin_ts = self.txn_ts.unwrap_or_else(|| self.s.clock.tick());
         self.watermark = self.s.watermark();
     }
 
@@ -234,28 +241,22 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         Ok(())
     }
 
-    /// A free entry of this worker's region of `t`, evicting if needed.
+    /// A free entry of this worker's region of `t`, evicting if needed. The
+    /// table's planned share (`cache_limit`, §3.2) bounds the entries in use;
+    /// evicted entries wait for the watermark before reuse (C4), so a region
+    /// may allocate up to twice its share.
     fn allocate_entry(&mut self, t: &Table) -> Result<u32> {
         let region = &t.caches[self.id];
-        let detached = region.drain_retire_inbox(self.s.clock.now()) as u64;
-        if detached > 0 {
-            self.s.cache_used_bytes[self.id]
-                .fetch_sub(detached * region.entry_bytes() as u64, Ordering::Relaxed);
-        }
+        region.drain_retire_inbox(self.s.clock.now());
         let limit = t.cache_limit.load(Ordering::Relaxed);
         for _ in 0..4 {
-            let used = self.s.cache_used_bytes[self.id].load(Ordering::Relaxed);
-            let fits = used + region.entry_bytes() as u64 <= self.s.cache_budget_bytes;
-            if (fits && region.used() < limit) || region.used() == 0 {
-                let before = region.used();
-                if let Alloc::Entry(idx) = region.allocate(self.watermark) {
-                    if region.used() > before {
-                        self.s.cache_used_bytes[self.id]
-                            .fetch_add(region.entry_bytes() as u64, Ordering::Relaxed);
-                    }
-                    return Ok(idx);
-                }
-            } else if let Alloc::Entry(idx) = region.allocate_reuse_only(self.watermark) {
+            let watermark = self.s.watermark();
+            let grown = if region.used() < limit || region.used() == 0 {
+                region.allocate(watermark)
+            } else {
+                region.allocate_reuse_only(watermark)
+            };
+            if let Alloc::Entry(idx) = grown {
                 return Ok(idx);
             }
             if self.evict(t) == 0 && !self.evict_over_limit(t) {
@@ -294,8 +295,6 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
                 e.record.store(0, Ordering::Release);
                 e.flags.store(0, Ordering::Relaxed);
                 region.retire(idx, self.s.clock.now());
-                self.s.cache_used_bytes[self.id]
-                    .fetch_sub(region.entry_bytes() as u64, Ordering::Relaxed);
                 evicted += 1;
                 continue;
             }
@@ -322,8 +321,6 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             e.cc[0].store(silo::OBSOLETE | (prev & !silo::LOCK), Ordering::Release);
             e.record.store(0, Ordering::Release);
             region.retire(idx, self.s.clock.now());
-            self.s.cache_used_bytes[self.id]
-                .fetch_sub(region.entry_bytes() as u64, Ordering::Relaxed);
             self.stats.evictions += 1;
             evicted += 1;
         }

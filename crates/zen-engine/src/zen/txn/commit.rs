@@ -31,6 +31,12 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             self.unlock_all();
             return Err(e);
         }
+        debug_assert!(
+            cts > self.last_cts,
+            "Tx-CTS {cts} not above this worker's previous {}",
+            self.last_cts
+        );
+        self.last_cts = cts;
         let durable = self.persist_new_versions(cts);
         self.install(cts);
         self.collect_garbage();

@@ -42,7 +42,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 continue;
             };
             let head = t.caches[w].entry(idx);
-            head.touch(ts);
+            head.touch(self.begin_ts);
             let v = head.cc[0].load(Ordering::SeqCst);
             if v & silo::OBSOLETE != 0 {
                 continue;
@@ -127,8 +127,6 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             e.record.store(0, Ordering::Release);
             if w == self.id {
                 t.caches[w].retire(idx, self.s.clock.now());
-                self.s.cache_used_bytes[self.id]
-                    .fetch_sub(t.caches[w].entry_bytes() as u64, Ordering::Relaxed);
             } else {
                 t.caches[w].retire_inbox.lock().push(idx);
             }

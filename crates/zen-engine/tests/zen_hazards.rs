@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::*;
-use zen_engine::{AbortReason, CcKind, Engine, Error, TxnOptions};
+use zen_engine::{AbortReason, CcKind, Error, TxnOptions};
 
 fn small_pool(dir: &std::path::Path, cc: CcKind) -> zen_engine::EngineConfig {
     zen_engine::EngineConfig { pool_size_bytes: 1 << 20, ..fs_config(dir, true, cc) }

@@ -69,6 +69,44 @@ impl CcKind {
     }
 }
 
+/// A deliberate bug, switched on at run time by the bug-injection suite to
+/// prove that the crash campaigns catch it (VERIFICATION §1). Never set in
+/// production; `None` in every configuration the CLI builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fault {
+    /// Alg. 1 without the fence between the tuples and the LP store.
+    NoFenceBeforeLp,
+    /// Acknowledge an Immediate commit before the fence after the LP store.
+    AckBeforeLpFence,
+    /// Write the LP word as two 4-byte halves.
+    TornLpWord,
+    /// Reuse a reclaimed slot without first zeroing its Tx-CTS durably (S1).
+    ReuseWithoutZeroing,
+    /// Zero a tombstone without waiting for older versions (S3).
+    EarlyTombstone,
+    /// Assume eADR on an ADR machine: no cache-line flushes.
+    SkipFlushes,
+    /// Recovery zeroes winning tombstones with (before) the older versions.
+    RecoveryTombstonesFirst,
+    /// Zero a worker's newest LP slot without raising its commit floor first
+    /// (S4), at run time and in recovery.
+    NoCommitFloor,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 8] = [
+        Fault::NoFenceBeforeLp,
+        Fault::AckBeforeLpFence,
+        Fault::TornLpWord,
+        Fault::ReuseWithoutZeroing,
+        Fault::EarlyTombstone,
+        Fault::SkipFlushes,
+        Fault::RecoveryTombstonesFirst,
+        Fault::NoCommitFloor,
+    ];
+}
+
 /// Everything needed to create or open an engine.
 #[derive(Debug, Clone, Serialize)]
 pub struct EngineConfig {
@@ -104,6 +142,9 @@ pub struct EngineConfig {
     pub persist_order: Vec<String>,
     /// Create a new pool (true) or open and recover an existing one (false).
     pub create: bool,
+    /// Bug injection for the verification suite only (`None` otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<Fault>,
 }
 
 impl Default for EngineConfig {
@@ -125,6 +166,7 @@ impl Default for EngineConfig {
             recovery_threads: None,
             persist_order: Vec::new(),
             create: true,
+            fault: None,
         }
     }
 }

@@ -11,7 +11,7 @@ pub use api::{
     CacheStats, CommitInfo, Durability, Engine, EngineStatus, EngineWorker, RecoveryReport,
     TableId, TableStatus, Transaction, TxnOptions, user_abort,
 };
-pub use config::{CcKind, EngineConfig, EngineKind};
+pub use config::{CcKind, EngineConfig, EngineKind, Fault};
 pub use error::{AbortReason, Error, Result};
 pub use schema::{Column, ColumnType, SecondaryIndex, TableSchema};
 

@@ -104,7 +104,18 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<S
     let ts_commit: Vec<u64> =
         (0..regions).map(|w| scan.max_lp.get(&w).copied().unwrap_or(0).max(floors[w])).collect();
     let (winners, losers, uncommitted) = classify(&scan.found, &ts_commit);
-    clean(&pool, doc.floor_page, &ts_commit, &floors, &losers, &scan.fresh_pages);
+    let tombstones_first = config.fault == Some(crate::config::Fault::RecoveryTombstonesFirst);
+    let skip_floors = config.fault == Some(crate::config::Fault::NoCommitFloor);
+    clean(
+        &pool,
+        doc.floor_page,
+        &ts_commit,
+        &floors,
+        &losers,
+        &scan.fresh_pages,
+        tombstones_first,
+        skip_floors,
+    );
 
     let index_started = Instant::now();
     let floor_max = ts_commit.iter().copied().max().unwrap_or(0);
@@ -305,6 +316,7 @@ fn classify(found: &[Found], ts_commit: &[u64]) -> (HashMap<(u32, u64), Found>, 
     (winners, Losers { older: losers, tombstones }, uncommitted)
 }
 
+#[allow(clippy::too_many_arguments)]
 /// Phase 3: floors first (fenced); then torn page headers rewritten and every
 /// losing slot's word 1 zeroed (fenced); winning tombstones last (fenced), so
 /// no crash can leave a tombstone gone while an older version remains.
@@ -315,10 +327,12 @@ fn clean<B: PmemBackend>(
     floors: &[u64],
     losers: &Losers,
     fresh_pages: &[(u64, [u8; 24])],
+    tombstones_first: bool,
+    skip_floors: bool,
 ) {
     let p = pool.persister(zen_pmem::SYSTEM_THREAD);
     for (w, (&c, &f)) in ts_commit.iter().zip(floors).enumerate() {
-        if c > f {
+        if c > f && !skip_floors {
             let at = catalog::floor_offset(pool, floor_page, w);
             p.write_u64_atomic(at, c);
             p.flush(at, 8);
@@ -329,9 +343,19 @@ fn clean<B: PmemBackend>(
         p.write(*base, header);
         p.flush(*base, header.len() as u64);
     }
-    for &slot in &losers.older {
+    let first = if tombstones_first { &losers.tombstones } else { &losers.older };
+    for &slot in first {
         p.write_u64_atomic(slot + 8, 0);
         p.flush(slot + 8, 8);
+    }
+    if tombstones_first {
+        // Injected bug: tombstones and older versions in one fence epoch.
+        for &slot in &losers.older {
+            p.write_u64_atomic(slot + 8, 0);
+            p.flush(slot + 8, 8);
+        }
+        p.fence();
+        return;
     }
     p.fence();
     if !losers.tombstones.is_empty() {

@@ -8,6 +8,7 @@ use super::scan::ZenTxn;
 use super::{GC_BATCH, ReadItem, SPIN_LIMIT, WriteKind, ZenWorker, backoff};
 use crate::api::{CacheStats, CommitInfo, Durability, EngineWorker, Transaction, TxnOptions};
 use crate::cc::{Protocol, silo};
+use crate::config::Fault;
 use crate::error::{AbortReason, Error, Result};
 use crate::heap::{self, SlotHeader};
 use crate::zen::Shared;
@@ -218,15 +219,32 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 p.write(w.slot + len, &self.write_data[w.data_at..w.data_at + t.row_bytes]);
                 len += t.row_bytes as u64;
             }
-            p.flush(w.slot, len);
+            if !self.fault(Fault::SkipFlushes) {
+                p.flush(w.slot, len);
+            }
         }
-        p.fence();
-        self.after_fence();
+        if !self.fault(Fault::NoFenceBeforeLp) {
+            p.fence();
+            self.after_fence();
+        }
         let lp_word = self.writes[lp].slot + 8;
-        p.write_u64_atomic(lp_word, SlotHeader::word1(cts, true));
-        p.flush(lp_word, 8);
+        let word = SlotHeader::word1(cts, true);
+        if self.fault(Fault::TornLpWord) {
+            p.write(lp_word, &word.to_le_bytes()[..4]);
+            p.write(lp_word + 4, &word.to_le_bytes()[4..]);
+        } else {
+            p.write_u64_atomic(lp_word, word);
+        }
+        if !self.fault(Fault::SkipFlushes) {
+            p.flush(lp_word, 8);
+        }
         self.unfenced_cts = Some(cts);
         if self.durability == Durability::Immediate {
+            if self.fault(Fault::AckBeforeLpFence) {
+                p.marker(Marker::Ack { txn: cts });
+                self.unfenced_cts = None;
+                self.s.durable_cts[self.id].store(cts, Ordering::Release);
+            }
             p.fence();
             self.after_fence();
             return true;
@@ -356,6 +374,9 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
 
     /// May tombstone `g` be zeroed: no older garbage of its table pending (S3)?
     fn tombstone_may_go(&self, t: &Table, g: &Garbage) -> bool {
+        if self.fault(Fault::EarlyTombstone) {
+            return true;
+        }
         t.gc_low.iter().all(|low| low.load(Ordering::Acquire) > g.cts)
     }
 
@@ -376,8 +397,14 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                     continue;
                 }
                 let word = self.s.pool.backend().load_u64(g.slot + 8);
-                if word & heap::LP_BIT != 0 {
+                if word & heap::LP_BIT != 0 && !self.fault(Fault::NoCommitFloor) {
                     self.s.raise_floor(self.thread, self.id, word >> 1);
+                }
+                if self.fault(Fault::ReuseWithoutZeroing) {
+                    if let Some(page) = region.free(g.slot) {
+                        self.s.release_heap_page(self.id, t, &mut region, page);
+                    }
+                    continue;
                 }
                 region.to_zero.push(g);
             }
@@ -387,6 +414,12 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
 
     fn abort(&mut self) {
         self.unlock_all();
+    }
+
+    /// Is the injected bug `f` switched on (verification only)?
+    #[inline]
+    fn fault(&self, f: Fault) -> bool {
+        self.s.config.fault == Some(f)
     }
 }
 

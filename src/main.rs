@@ -1,1 +1,39 @@
-fn main() {}
+//! `zen`: the zenplus command line.
+//!
+//! Benchmarks (`bench`, `load`, `run`), pool maintenance (`recover`,
+//! `check`, `inspect`) and `list`. Each subcommand lives in `commands/`;
+//! flags are declared in `cli.rs` and resolved into configs in `resolve.rs`.
+//! Exit codes are documented in `error.rs` and `zen --help`.
+
+mod cli;
+mod commands;
+mod error;
+mod output;
+mod resolve;
+mod workloads;
+
+use clap::Parser;
+
+use cli::{Cli, Command};
+use error::CliResult;
+
+fn dispatch(cli: &Cli) -> CliResult {
+    match &cli.command {
+        Command::Bench(args) => commands::bench::bench(args),
+        Command::Load(args) => commands::pool::load(args),
+        Command::Run(args) => commands::pool::run(args),
+        Command::Recover(args) => commands::pool::recover(args),
+        Command::Check(args) => commands::pool::check(args),
+        Command::Inspect(args) => commands::inspect::inspect(args),
+        Command::List(args) => commands::list::list(args),
+    }
+}
+
+fn main() {
+    // clap prints usage errors itself and exits with 2 (0 for --help/--version).
+    let cli = Cli::parse();
+    if let Err(e) = dispatch(&cli) {
+        eprintln!("error: {e}");
+        std::process::exit(e.exit_code());
+    }
+}

@@ -1,1 +1,34 @@
-//! zen-workload
+//! `zen-workload`: the workloads of the zenplus testbed (YCSB, TPC-C,
+//! SmallBank), the benchmark driver that runs any of them on any engine, and
+//! the reports a run produces.
+//!
+//! - [`Workload`]: schema / generator / transaction logic (DBx1000's split),
+//!   written once against `zen_engine`'s object-safe traits.
+//! - [`ycsb`], [`tpcc`], [`smallbank`]: the workloads and their consistency
+//!   checks ([`CheckReport`]).
+//! - [`zipf`]: Zipf (Gray et al.), scrambled Zipfian and `latest` generators.
+//! - [`driver`]: worker threads, warmup, retries, statistics, progress.
+//! - [`report`]: the versioned summary (JSON, text, CSV time series).
+//! - [`meta`]: what a workload stores in the pool besides its tables (its
+//!   spec and a per-worker ledger), and whole-table reads for checks.
+//! - [`jsonschema`]: the small validator the summary schema is tested with.
+
+pub mod driver;
+pub mod error;
+pub mod jsonschema;
+pub mod meta;
+pub mod report;
+pub mod smallbank;
+pub mod tpcc;
+pub mod workload;
+pub mod ycsb;
+pub mod zipf;
+
+pub use driver::{DriverConfig, IntervalSample, RunResult, Stop, run_benchmark};
+pub use error::{Error, Result};
+pub use meta::{WorkloadSpec, read_spec};
+pub use report::{Report, ReportConfig, SCHEMA_VERSION};
+pub use smallbank::{SmallBank, SmallBankConfig, SmallBankSpec};
+pub use tpcc::{Tpcc, TpccConfig, TpccSpec};
+pub use workload::{CheckReport, Condition, Outcome, Violations, Workload};
+pub use ycsb::{CoreWorkload, PaperMix, Ycsb, YcsbConfig, YcsbMode, YcsbSpec};

@@ -1,0 +1,536 @@
+//! The benchmark driver: worker threads, warmup, measurement, retries.
+//!
+//! PHASES. `run_benchmark` starts `threads` workers, each with its own
+//! `EngineWorker`, per-worker state and a `SmallRng` seeded from the run's
+//! seed and the worker index (so a seed reproduces every worker's request
+//! stream). The coordinating thread moves a shared phase word WARMUP →
+//! MEASURE → STOP. A worker notices MEASURE before its next transaction,
+//! throws its warmup statistics away and snapshots its cache counters; the
+//! coordinator snapshots the engine's NVM counters at the same switch, so
+//! everything reported covers the measured interval only. At that switch it
+//! also asks the engine to re-plan its cache shares from the accesses the
+//! warmup counted (`Engine::rebalance_cache`). With
+//! `Stop::Transactions(n)` workers claim measured transactions from a shared
+//! budget and stop when it is spent.
+//!
+//! RETRIES. The workload's `execute` is one attempt. A retryable abort is
+//! counted (by reason, as a CC abort) and the same request runs again after
+//! a short growing back-off, at most `max_attempts` times; a user abort
+//! (e.g. TPC-C's 1 % New-Order rollback) is counted apart and not retried;
+//! any other error stops the run with the worker and transaction named.
+//! Latency is measured per request, retries included.
+//!
+//! PROGRESS. Every `interval` the coordinator sums the workers' live
+//! counters ([`live`]) and the engine's NVM counters into an
+//! [`IntervalSample`], keeps it for `timeseries.csv` and hands it to the
+//! progress callback.
+
+pub mod live;
+pub mod stats;
+
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use serde::Serialize;
+use zen_engine::{AbortReason, CacheStats, Engine, EngineWorker};
+use zen_pmem::CounterSnapshot;
+
+use crate::error::{Error, Result};
+use crate::meta;
+use crate::workload::Workload;
+use live::LiveCounters;
+use stats::WorkerStats;
+
+const WARMUP: u8 = 0;
+const MEASURE: u8 = 1;
+const STOP: u8 = 2;
+
+/// When measurement ends.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// After this much measured time.
+    Duration(Duration),
+    /// After this many measured transactions (committed or user-aborted).
+    Transactions(u64),
+}
+
+/// How to drive a workload.
+#[derive(Debug, Clone, Serialize)]
+pub struct DriverConfig {
+    pub threads: usize,
+    pub warmup: Duration,
+    pub stop: Stop,
+    pub seed: u64,
+    /// Progress and time-series interval.
+    pub interval: Duration,
+    /// Most attempts of one request before the run fails.
+    pub max_attempts: u32,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        DriverConfig {
+            threads: 1,
+            warmup: Duration::from_secs(1),
+            stop: Stop::Duration(Duration::from_secs(5)),
+            seed: 0,
+            interval: Duration::from_secs(1),
+            max_attempts: zen_engine::api::MAX_ATTEMPTS,
+        }
+    }
+}
+
+impl DriverConfig {
+    pub fn validate(&self) -> Result<()> {
+        meta::check_worker_count(self.threads)?;
+        if self.interval.is_zero() {
+            return Err(Error::invalid("interval", "0", "a positive duration"));
+        }
+        if self.max_attempts == 0 {
+            return Err(Error::invalid("max attempts", 0, "at least 1"));
+        }
+        match self.stop {
+            Stop::Duration(d) if d.is_zero() => {
+                Err(Error::invalid("duration", "0s", "a positive duration, e.g. 10s"))
+            }
+            Stop::Transactions(0) => Err(Error::invalid("txns", 0, "at least 1")),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The seed of worker `worker`'s generator (SplitMix64 of seed and index).
+pub fn worker_seed(seed: u64, worker: usize) -> u64 {
+    let mut z = seed.wrapping_add((worker as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// One progress interval.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IntervalSample {
+    /// Seconds since the workers started (warmup included).
+    pub elapsed_s: f64,
+    /// `warmup` or `measure`.
+    pub phase: &'static str,
+    pub interval_s: f64,
+    pub commits: u64,
+    pub cc_aborts: u64,
+    pub user_aborts: u64,
+    pub throughput_tps: f64,
+    /// Percent of attempts that aborted (CC and user).
+    pub abort_pct: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub nvm_bytes_written: u64,
+    pub nvm_write_gb_per_s: f64,
+    pub flushes_per_txn: f64,
+    pub fences_per_txn: f64,
+}
+
+/// What a run measured, before it is turned into a report.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub seed: u64,
+    pub threads: usize,
+    pub txn_types: Vec<&'static str>,
+    pub warmup_s: f64,
+    /// Wall time of the measured interval.
+    pub measured_s: f64,
+    pub stats: WorkerStats,
+    /// Engine NVM counters over the measured interval.
+    pub nvm: CounterSnapshot,
+    pub timeseries: Vec<IntervalSample>,
+}
+
+impl RunResult {
+    pub fn cache(&self) -> CacheStats {
+        self.stats.cache
+    }
+}
+
+/// State shared by the coordinator and the workers.
+struct Shared {
+    phase: AtomicU8,
+    /// Measured transactions left to claim (`Stop::Transactions`), else unused.
+    budget: AtomicI64,
+    live: Vec<CachePadded<LiveCounters>>,
+}
+
+/// Run `workload` on `engine` as `config` says; `progress` sees every interval.
+pub fn run_benchmark<W: Workload>(
+    engine: &dyn Engine,
+    workload: &W,
+    config: &DriverConfig,
+    progress: &mut dyn FnMut(&IntervalSample),
+) -> Result<RunResult> {
+    config.validate()?;
+    workload.prepare(engine)?;
+    let budget = match config.stop {
+        Stop::Transactions(n) => i64::try_from(n).unwrap_or(i64::MAX),
+        Stop::Duration(_) => i64::MAX,
+    };
+    let start_phase = if config.warmup.is_zero() { MEASURE } else { WARMUP };
+    let shared = Shared {
+        phase: AtomicU8::new(start_phase),
+        budget: AtomicI64::new(budget),
+        live: (0..config.threads).map(|_| CachePadded::new(LiveCounters::default())).collect(),
+    };
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..config.threads)
+            .map(|i| {
+                let shared = &shared;
+                scope.spawn(move || worker_main(engine, workload, config, shared, i))
+            })
+            .collect();
+        let timing = coordinate(engine, config, &shared, &handles, progress);
+        let mut merged = WorkerStats::new(workload.txn_types().len());
+        let mut first_error = None;
+        for (i, handle) in handles.into_iter().enumerate() {
+            match handle.join().unwrap_or(Err(Error::WorkerPanicked(i))) {
+                Ok(stats) => merged.merge(&stats),
+                Err(e) => first_error = first_error.or(Some(e)),
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        let nvm = engine.pmem_counters().since(&timing.nvm_start);
+        // A transaction budget ends when the last worker finishes its share.
+        let end = match config.stop {
+            Stop::Transactions(_) => merged.finished_at.unwrap_or(timing.end),
+            Stop::Duration(_) => timing.end,
+        };
+        Ok(RunResult {
+            seed: config.seed,
+            threads: config.threads,
+            txn_types: workload.txn_types().to_vec(),
+            warmup_s: timing.warmup_s,
+            measured_s: end.saturating_duration_since(timing.measure_start).as_secs_f64().max(1e-9),
+            stats: merged,
+            nvm,
+            timeseries: timing.samples,
+        })
+    })
+}
+
+struct Timing {
+    warmup_s: f64,
+    measure_start: Instant,
+    /// When the coordinator stopped the workers.
+    end: Instant,
+    nvm_start: CounterSnapshot,
+    samples: Vec<IntervalSample>,
+}
+
+/// The coordinator: phases, sampling, stopping. Returns when workers should stop.
+fn coordinate<T>(
+    engine: &dyn Engine,
+    config: &DriverConfig,
+    shared: &Shared,
+    handles: &[std::thread::ScopedJoinHandle<'_, T>],
+    progress: &mut dyn FnMut(&IntervalSample),
+) -> Timing {
+    let started = Instant::now();
+    let mut sampler = Sampler::new(engine, shared, started);
+    let mut measure_start = if config.warmup.is_zero() { Some(started) } else { None };
+    let mut nvm_start = engine.pmem_counters();
+    let tick = Duration::from_millis(20).min(config.interval);
+    loop {
+        std::thread::sleep(tick);
+        let now = Instant::now();
+        let all_done = handles.iter().all(|h| h.is_finished());
+        if measure_start.is_none() && now - started >= config.warmup {
+            // Close the warmup's last interval so no sample straddles the phases.
+            if let Some(sample) = sampler.sample(engine, shared, now, false) {
+                progress(&sample);
+            }
+            // Re-plan the Met-Cache shares from the accesses the warmup counted.
+            engine.rebalance_cache();
+            nvm_start = engine.pmem_counters();
+            shared.phase.store(MEASURE, Ordering::Release);
+            measure_start = Some(now);
+        }
+        let over = match (config.stop, measure_start) {
+            (Stop::Duration(d), Some(m)) => now - m >= d,
+            (Stop::Transactions(_), Some(_)) => {
+                shared.budget.load(Ordering::Relaxed) <= 0 && all_done
+            }
+            _ => false,
+        };
+        if over || all_done {
+            shared.phase.store(STOP, Ordering::Release);
+            let end = Instant::now();
+            if let Some(sample) = sampler.sample(engine, shared, end, measure_start.is_some()) {
+                progress(&sample);
+            }
+            let measure_start = measure_start.unwrap_or(end);
+            return Timing {
+                warmup_s: (measure_start - started).as_secs_f64(),
+                measure_start,
+                end,
+                nvm_start,
+                samples: sampler.samples,
+            };
+        }
+        if now - sampler.last >= config.interval
+            && let Some(sample) = sampler.sample(engine, shared, now, measure_start.is_some())
+        {
+            progress(&sample);
+        }
+    }
+}
+
+/// Turns successive reads of the live counters into interval samples.
+struct Sampler {
+    started: Instant,
+    last: Instant,
+    totals: [u64; 3],
+    latency: Vec<u64>,
+    nvm: CounterSnapshot,
+    samples: Vec<IntervalSample>,
+}
+
+impl Sampler {
+    fn new(engine: &dyn Engine, shared: &Shared, started: Instant) -> Sampler {
+        let mut s = Sampler {
+            started,
+            last: started,
+            totals: [0; 3],
+            latency: vec![0; live::BUCKETS],
+            nvm: engine.pmem_counters(),
+            samples: Vec::new(),
+        };
+        s.read(shared);
+        s
+    }
+
+    fn read(&mut self, shared: &Shared) -> ([u64; 3], Vec<u64>) {
+        let mut totals = [0u64; 3];
+        let mut latency = vec![0u64; live::BUCKETS];
+        for l in &shared.live {
+            totals[0] += l.commits.load(Ordering::Relaxed);
+            totals[1] += l.cc_aborts.load(Ordering::Relaxed);
+            totals[2] += l.user_aborts.load(Ordering::Relaxed);
+            l.latency.accumulate(&mut latency);
+        }
+        let previous = (
+            std::mem::replace(&mut self.totals, totals),
+            std::mem::replace(&mut self.latency, latency.clone()),
+        );
+        let delta_totals = [0, 1, 2].map(|i| totals[i] - previous.0[i]);
+        let delta_latency = latency.iter().zip(&previous.1).map(|(a, b)| a - b).collect();
+        (delta_totals, delta_latency)
+    }
+
+    fn sample(
+        &mut self,
+        engine: &dyn Engine,
+        shared: &Shared,
+        now: Instant,
+        measuring: bool,
+    ) -> Option<IntervalSample> {
+        let interval_s = (now - self.last).as_secs_f64();
+        if interval_s <= 0.0 {
+            return None;
+        }
+        self.last = now;
+        let ([commits, cc_aborts, user_aborts], latency) = self.read(shared);
+        let nvm_now = engine.pmem_counters();
+        let nvm = nvm_now.since(&self.nvm);
+        self.nvm = nvm_now;
+        let attempts = (commits + cc_aborts + user_aborts).max(1) as f64;
+        let per_txn = |v: u64| if commits == 0 { 0.0 } else { v as f64 / commits as f64 };
+        let sample = IntervalSample {
+            elapsed_s: (now - self.started).as_secs_f64(),
+            phase: if measuring { "measure" } else { "warmup" },
+            interval_s,
+            commits,
+            cc_aborts,
+            user_aborts,
+            throughput_tps: commits as f64 / interval_s,
+            abort_pct: (cc_aborts + user_aborts) as f64 / attempts * 100.0,
+            p50_us: live::quantile_ns(&latency, 0.5) as f64 / 1000.0,
+            p99_us: live::quantile_ns(&latency, 0.99) as f64 / 1000.0,
+            nvm_bytes_written: nvm.bytes_written,
+            nvm_write_gb_per_s: nvm.bytes_written as f64 / interval_s / 1e9,
+            flushes_per_txn: per_txn(nvm.lines_flushed),
+            fences_per_txn: per_txn(nvm.fences),
+        };
+        self.samples.push(sample.clone());
+        Some(sample)
+    }
+}
+
+/// One worker thread: generate, execute with retries, count.
+fn worker_main<W: Workload>(
+    engine: &dyn Engine,
+    workload: &W,
+    config: &DriverConfig,
+    shared: &Shared,
+    index: usize,
+) -> Result<WorkerStats> {
+    let result = worker_loop(engine, workload, config, shared, index);
+    if result.is_err() {
+        // Stop the others: the run has failed.
+        shared.phase.store(STOP, Ordering::Release);
+    }
+    result
+}
+
+fn worker_loop<W: Workload>(
+    engine: &dyn Engine,
+    workload: &W,
+    config: &DriverConfig,
+    shared: &Shared,
+    index: usize,
+) -> Result<WorkerStats> {
+    let mut worker = engine.worker()?;
+    let mut local = workload.local(engine, index, config.threads)?;
+    let mut rng = SmallRng::seed_from_u64(worker_seed(config.seed, index));
+    let live = &shared.live[index];
+    let types = workload.txn_types().len();
+    let mut stats = WorkerStats::new(types);
+    let mut cache_start = worker.cache_stats();
+    let mut measuring = false;
+    let mut attempt = Attempt { config, index, names: workload.txn_types() };
+    // Only a transaction budget needs the shared counter; a timed run never touches it.
+    let counted = matches!(config.stop, Stop::Transactions(_));
+    loop {
+        let phase = shared.phase.load(Ordering::Acquire);
+        if phase == STOP {
+            break;
+        }
+        if phase == MEASURE && !measuring {
+            measuring = true;
+            stats = WorkerStats::new(types);
+            cache_start = worker.cache_stats();
+        }
+        if measuring && counted && shared.budget.fetch_sub(1, Ordering::Relaxed) <= 0 {
+            break;
+        }
+        let request = workload.next(&mut local, &mut rng);
+        attempt.run(workload, worker.as_mut(), &mut local, &request, &mut stats, live)?;
+    }
+    stats.finished_at = Some(Instant::now());
+    stats.cache = if measuring {
+        cache_stats_since(&worker.cache_stats(), &cache_start)
+    } else {
+        CacheStats::default()
+    };
+    // Lazy durability: make this worker's last commits durable before the report.
+    worker.sync()?;
+    Ok(stats)
+}
+
+fn cache_stats_since(now: &CacheStats, start: &CacheStats) -> CacheStats {
+    CacheStats {
+        hits: now.hits.wrapping_sub(start.hits),
+        misses: now.misses.wrapping_sub(start.misses),
+        evictions: now.evictions.wrapping_sub(start.evictions),
+    }
+}
+
+/// Runs one request to completion: commit, user abort, or failure.
+struct Attempt<'a> {
+    config: &'a DriverConfig,
+    index: usize,
+    names: &'static [&'static str],
+}
+
+impl Attempt<'_> {
+    fn run<W: Workload>(
+        &mut self,
+        workload: &W,
+        worker: &mut dyn EngineWorker,
+        local: &mut W::Local,
+        request: &W::Request,
+        stats: &mut WorkerStats,
+        live: &LiveCounters,
+    ) -> Result<()> {
+        let txn_type = workload.txn_type(request);
+        let opts = workload.options(request);
+        let started = Instant::now();
+        for attempt in 1..=self.config.max_attempts {
+            let result = worker.execute(&opts, &mut |tx| workload.execute(local, tx, request));
+            let error = match result {
+                Ok(_) => {
+                    let ns = started.elapsed().as_nanos() as u64;
+                    stats.on_commit(txn_type, ns);
+                    live.on_commit(ns);
+                    return Ok(());
+                }
+                Err(e) => e,
+            };
+            match error.abort_reason() {
+                Some(AbortReason::User) => {
+                    stats.on_user_abort(txn_type);
+                    live.on_user_abort();
+                    return Ok(());
+                }
+                Some(reason) if reason.is_retryable() => {
+                    stats.on_cc_abort(txn_type, reason);
+                    live.on_cc_abort();
+                    if attempt == self.config.max_attempts {
+                        return Err(Error::RetriesExhausted {
+                            worker: self.index,
+                            txn: self.names[txn_type],
+                            attempts: attempt,
+                            reason: reason.name(),
+                        });
+                    }
+                    back_off(attempt);
+                }
+                _ => {
+                    return Err(Error::Transaction {
+                        worker: self.index,
+                        txn: self.names[txn_type],
+                        source: error,
+                    });
+                }
+            }
+        }
+        unreachable!("the loop returns on its last attempt")
+    }
+}
+
+/// Spin a little longer after every failed attempt; yield now and then.
+fn back_off(attempt: u32) {
+    for _ in 0..(1u32 << attempt.min(10)) {
+        std::hint::spin_loop();
+    }
+    if attempt.is_multiple_of(16) {
+        std::thread::yield_now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_seeds_differ_per_worker_and_repeat_per_seed() {
+        let seeds: Vec<u64> = (0..64).map(|w| worker_seed(42, w)).collect();
+        let mut unique = seeds.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), 64);
+        assert_eq!(worker_seed(42, 3), seeds[3]);
+        assert_ne!(worker_seed(43, 3), seeds[3]);
+    }
+
+    #[test]
+    fn invalid_driver_settings_are_refused() {
+        let ok = DriverConfig::default();
+        ok.validate().unwrap();
+        assert!(DriverConfig { threads: 0, ..ok.clone() }.validate().is_err());
+        assert!(DriverConfig { threads: 1000, ..ok.clone() }.validate().is_err());
+        assert!(DriverConfig { stop: Stop::Transactions(0), ..ok.clone() }.validate().is_err());
+        assert!(DriverConfig { stop: Stop::Duration(Duration::ZERO), ..ok }.validate().is_err());
+    }
+}

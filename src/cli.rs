@@ -1,0 +1,264 @@
+//! The `zen` command line: clap definitions only.
+//!
+//! Flags are parsed into plain values here (strings for names the engine
+//! owns, so the error can list what `EngineKind::ALL` and friends allow);
+//! `resolve.rs` turns them into the engine, driver and workload configs and
+//! refuses invalid combinations. Defaults are chosen so that
+//! `zen bench ycsb` finishes in well under a minute on two cores.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "zen",
+    version,
+    about = "zenplus: Zen/Zen+ OLTP engines for persistent memory, and a benchmark testbed",
+    long_about = "zenplus: Zen/Zen+ OLTP engines for persistent memory, and a benchmark testbed.\n\n\
+        Exit codes: 0 ok, 2 usage, 3 check failed, 4 recovery failed, 5 crash-test violation, 1 other errors."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a temporary pool, load, warm up, run, report, remove the pool.
+    Bench(BenchArgs),
+    /// Create a pool and load a workload's initial population into it.
+    Load(LoadArgs),
+    /// Run a workload against an existing, loaded pool.
+    Run(RunArgs),
+    /// Open a pool (which recovers it) and print the recovery phases.
+    Recover(PoolArgs),
+    /// Check the workload's consistency conditions and the engine's invariants.
+    Check(PoolArgs),
+    /// Print a pool's header, features and page ownership (read-only).
+    Inspect(InspectArgs),
+    /// List the engines, concurrency-control protocols or workloads.
+    List(ListArgs),
+}
+
+/// The benchmark workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WorkloadKind {
+    Ycsb,
+    Tpcc,
+    Smallbank,
+}
+
+impl WorkloadKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Ycsb => "ycsb",
+            WorkloadKind::Tpcc => "tpcc",
+            WorkloadKind::Smallbank => "smallbank",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Csv,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListWhat {
+    Engines,
+    Cc,
+    Workloads,
+}
+
+/// How the engine and its pool are configured.
+#[derive(Debug, Clone, Args)]
+pub struct EngineArgs {
+    /// Engine design (see `zen list engines`).
+    #[arg(long, default_value = "zen")]
+    pub engine: String,
+    /// Concurrency-control protocol (see `zen list cc`).
+    #[arg(long, default_value = "silo")]
+    pub cc: String,
+    /// Persistent-memory backend: dax (fsdax + MAP_SYNC), fs (a file), emu (fs + NVM latency model), dram (volatile).
+    #[arg(long, default_value = "fs")]
+    pub pmem: String,
+    /// Latency profile of `--pmem emu`: dram, optane or cxl (default optane).
+    #[arg(long)]
+    pub nvm_profile: Option<String>,
+    /// Persistence domain the engine assumes: adr (flush + fence) or eadr (caches persistent).
+    #[arg(long, default_value = "adr")]
+    pub persistence_domain: String,
+    /// Pool size when creating, e.g. 4GiB (default: 4 × the estimated data size, at least 1 GiB).
+    #[arg(long)]
+    pub pool_size: Option<String>,
+    /// DRAM budget of the Met-Cache, e.g. 256MiB (default 256MiB).
+    #[arg(long, conflicts_with = "dram_ratio")]
+    pub cache_size: Option<String>,
+    /// DRAM budget as data size / P (the paper's 4, 8, 16).
+    #[arg(long)]
+    pub dram_ratio: Option<f64>,
+    /// Commit durability: lazy (the paper's one fence per transaction; benchmarks' default) or immediate.
+    #[arg(long, default_value = "lazy")]
+    pub durability: String,
+}
+
+/// How the driver runs and reports.
+#[derive(Debug, Clone, Args)]
+pub struct DriverArgs {
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Measured run time, e.g. 10s, 500ms, 2m (ignored with --txns).
+    #[arg(long, default_value = "5s")]
+    pub duration: String,
+    /// Warmup before measurement, excluded from every figure.
+    #[arg(long, default_value = "1s")]
+    pub warmup: String,
+    /// Run this many measured transactions instead of a duration.
+    #[arg(long)]
+    pub txns: Option<u64>,
+    /// Seed of every random choice (random when absent; always printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Progress interval, e.g. 1s.
+    #[arg(long, default_value = "1s")]
+    pub interval: String,
+    /// Summary format on stdout: text, json (the summary JSON) or csv (the time series).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Write <run>.summary.json, <run>.timeseries.csv and <run>.config.json into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+/// Parameters of the workloads; each applies to one workload only.
+#[derive(Debug, Clone, Default, Args)]
+pub struct WorkloadArgs {
+    /// YCSB: rows loaded (default 100000).
+    #[arg(long)]
+    pub records: Option<u64>,
+    /// YCSB paper mode: RO, RH, BA or WH (100/90/50/10 % reads; default RH).
+    #[arg(long)]
+    pub mix: Option<String>,
+    /// YCSB: Zipf skew θ (default 0.6 in paper mode, 0.99 for core workloads).
+    #[arg(long, allow_negative_numbers = true)]
+    pub theta: Option<f64>,
+    /// YCSB core workload a..f instead of paper mode.
+    #[arg(short = 'w', long = "core")]
+    pub core: Option<String>,
+    /// YCSB: use YCSB's FNV-scrambled Zipfian.
+    #[arg(long)]
+    pub scramble: bool,
+    /// YCSB: requests per transaction (default 16 in paper mode, 1 for core workloads).
+    #[arg(long)]
+    pub requests: Option<usize>,
+    /// TPC-C: warehouses (default: one per thread).
+    #[arg(long)]
+    pub warehouses: Option<u64>,
+    /// TPC-C scaled-down mode: items (default 100000).
+    #[arg(long)]
+    pub items: Option<u64>,
+    /// TPC-C scaled-down mode: customers per district (default 3000).
+    #[arg(long)]
+    pub customers: Option<u64>,
+    /// TPC-C scaled-down mode: initial orders per district (default 3000).
+    #[arg(long)]
+    pub orders: Option<u64>,
+    /// SmallBank: customers (default 100000).
+    #[arg(long)]
+    pub accounts: Option<u64>,
+    /// SmallBank: hotspot size (default 100).
+    #[arg(long)]
+    pub hotspot_accounts: Option<u64>,
+    /// SmallBank: probability of picking a hotspot account (default 0.9).
+    #[arg(long)]
+    pub hotspot_probability: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// ycsb, tpcc or smallbank.
+    #[arg(value_enum)]
+    pub workload: WorkloadKind,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub driver: DriverArgs,
+    #[command(flatten)]
+    pub params: WorkloadArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// ycsb, tpcc or smallbank.
+    #[arg(value_enum)]
+    pub workload: WorkloadKind,
+    /// The pool file to create.
+    #[arg(long)]
+    pub pool: PathBuf,
+    /// Loader threads.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Seed of TPC-C's population (random when absent; printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub params: WorkloadArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The workload to expect in the pool (default: whatever was loaded).
+    #[arg(value_enum)]
+    pub workload: Option<WorkloadKind>,
+    /// A pool created by `zen load`.
+    #[arg(long)]
+    pub pool: PathBuf,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub driver: DriverArgs,
+    #[command(flatten)]
+    pub params: WorkloadArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct PoolArgs {
+    /// The pool file.
+    #[arg(long)]
+    pub pool: PathBuf,
+    /// Backend the pool lives on: fs, emu or dax.
+    #[arg(long, default_value = "fs")]
+    pub pmem: String,
+    /// Engine design of the pool.
+    #[arg(long, default_value = "zen")]
+    pub engine: String,
+    /// Concurrency-control protocol to open it with.
+    #[arg(long, default_value = "silo")]
+    pub cc: String,
+    /// Output: text or json.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The pool file (opened with the fs backend; only the clean-shutdown flag is touched).
+    #[arg(long)]
+    pub pool: PathBuf,
+    /// Output: text or json.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// engines, cc or workloads.
+    #[arg(value_enum)]
+    pub what: ListWhat,
+}

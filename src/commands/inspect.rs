@@ -1,0 +1,44 @@
+//! `zen inspect --pool P`: the pool header, feature flags, pages per owner
+//! and free pages.
+//!
+//! It opens the pool with `zen_pmem::Pool::<FsBackend>` only (no engine, no
+//! recovery), so nothing is written except the clean-shutdown word that
+//! every open/close cycle of a pool sets.
+
+use zen_pmem::{BackendOptions, FsBackend, Pool, SYSTEM_TABLE};
+
+use crate::cli::{Format, InspectArgs};
+use crate::error::{CliError, CliResult};
+
+pub fn inspect(args: &InspectArgs) -> CliResult {
+    crate::commands::pool::refuse_csv(args.format, "inspect")?;
+    let pool = Pool::<FsBackend>::open(&BackendOptions::new(&args.pool))?;
+    let info = pool.info();
+    pool.close()?;
+    let info = info?;
+    if args.format == Format::Json {
+        let json =
+            serde_json::to_string_pretty(&info).map_err(|e| CliError::Failed(e.to_string()))?;
+        println!("{json}");
+        return Ok(());
+    }
+    println!("pool            {}", info.path);
+    println!("format version  {}", info.format_version);
+    println!("features        {:#x}", info.features);
+    println!("uuid            {}", info.uuid);
+    println!("page size       {} bytes", info.page_size);
+    println!("pages           {} ({} free)", info.page_count, info.free_pages);
+    let root = info.catalog_root.map_or("none".to_string(), |p| format!("page {p}"));
+    println!("catalog root    {root}");
+    println!(
+        "clean shutdown  {}",
+        if info.was_clean_shutdown { "yes" } else { "no (it will be recovered)" }
+    );
+    println!("pages by owner  (table, worker): pages");
+    for o in &info.pages_by_owner {
+        let table =
+            if o.table == SYSTEM_TABLE { "system".to_string() } else { o.table.to_string() };
+        println!("  ({table:>6}, {:>3}): {}", o.worker, o.pages);
+    }
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! Commands on a pool that outlives them: `load`, `run`, `recover`, `check`.
+//!
+//! `load` creates the pool and stores the workload's spec in it; the others
+//! open it (which is recovery) and read the spec back, so `zen run --pool P`
+//! needs no workload flags beyond the run-time ones. Opening failures are
+//! recovery failures (exit 4); a violated check exits 3.
+
+use serde_json::json;
+use zen_engine::{EngineConfig, RecoveryReport};
+use zen_pmem::BackendKind;
+use zen_workload::{Workload, read_spec};
+
+use crate::cli::{EngineArgs, Format, LoadArgs, PoolArgs, RunArgs, WorkloadArgs};
+use crate::commands::{self, RunRequest};
+use crate::error::{CliError, CliResult};
+use crate::output;
+use crate::resolve::{self, EngineRequest};
+use crate::with_workload;
+use crate::workloads;
+
+fn refuse_volatile(pmem: &str, command: &str) -> CliResult {
+    if resolve::backend(pmem)? == BackendKind::Dram {
+        return Err(CliError::usage(format!(
+            "--pmem dram keeps nothing after the process ends, so `zen {command}` cannot use it; \
+             use --pmem fs, emu or dax (or `zen bench` for a throw-away run)"
+        )));
+    }
+    Ok(())
+}
+
+pub fn load(args: &LoadArgs) -> CliResult {
+    refuse_volatile(&args.engine.pmem, "load")?;
+    if args.threads == 0 || args.threads > 248 {
+        return Err(CliError::usage(format!(
+            "invalid value `{}` for --threads: 1..=248",
+            args.threads
+        )));
+    }
+    let seed = resolve::seed_or_random(args.seed);
+    let workload = workloads::from_flags(args.workload, &args.params, args.threads, seed)?;
+    let request = EngineRequest {
+        pool: Some(args.pool.clone()),
+        create: true,
+        threads: args.threads,
+        data_bytes: workload.estimated_data_bytes(),
+    };
+    let engine_config = resolve::engine_config(&args.engine, request)?;
+    output::banner("load", &engine_config, None, &workload.parameters());
+    eprintln!("  seed          {seed}");
+    let engine = zen_engine::open(&engine_config)?;
+    let loaded = commands::load(engine.as_ref(), &workload, args.threads);
+    let closed = commands::close(engine);
+    loaded.and(closed)?;
+    println!("loaded {} into {}", workload.name(), args.pool.display());
+    Ok(())
+}
+
+pub fn run(args: &RunArgs) -> CliResult {
+    refuse_volatile(&args.engine.pmem, "run")?;
+    let driver = resolve::driver_config(&args.driver)?;
+    let request = EngineRequest {
+        pool: Some(args.pool.clone()),
+        create: false,
+        threads: driver.threads,
+        data_bytes: 0,
+    };
+    let engine_config = resolve::engine_config(&args.engine, request)?;
+    let engine = commands::open_existing(&engine_config)?;
+    let workload = read_spec(engine.as_ref())
+        .map_err(CliError::from)
+        .and_then(|spec| workloads::from_spec(spec, args.workload, &args.params));
+    let workload = match workload {
+        Ok(w) => w,
+        Err(e) => {
+            commands::close(engine)?;
+            return Err(e);
+        }
+    };
+    output::banner("run", &engine_config, Some(&driver), &workload.parameters());
+    let request = RunRequest {
+        command: "run",
+        engine_config: &engine_config,
+        driver: &driver,
+        format: args.driver.format,
+        out: args.driver.out.as_deref(),
+        recovery: engine.recovery_report(),
+    };
+    let result = commands::run_and_report(engine.as_ref(), &workload, request);
+    result.and(commands::close(engine))
+}
+
+/// `--format csv` is the time series of a run; other commands have none.
+pub fn refuse_csv(format: Format, command: &str) -> CliResult {
+    if format == Format::Csv {
+        return Err(CliError::usage(format!(
+            "`zen {command}` prints text or json; --format csv is the time series of `bench` and `run`"
+        )));
+    }
+    Ok(())
+}
+
+/// The engine config of a command that only opens a pool.
+fn pool_engine_config(p: &PoolArgs, command: &str) -> CliResult<EngineConfig> {
+    refuse_csv(p.format, command)?;
+    refuse_volatile(&p.pmem, command)?;
+    let args = EngineArgs {
+        engine: p.engine.clone(),
+        cc: p.cc.clone(),
+        pmem: p.pmem.clone(),
+        nvm_profile: None,
+        persistence_domain: "adr".into(),
+        pool_size: None,
+        cache_size: None,
+        dram_ratio: None,
+        durability: "immediate".into(),
+    };
+    let request =
+        EngineRequest { pool: Some(p.pool.clone()), create: false, threads: 1, data_bytes: 0 };
+    resolve::engine_config(&args, request)
+}
+
+fn render_recovery(r: &RecoveryReport) -> String {
+    format!(
+        "recovery of {} tuples with {} threads in {:.2} ms\n  \
+         scan        {:.2} ms ({} pages, {} slots, {} bytes)\n  \
+         index       {:.2} ms\n  \
+         free lists  {:.2} ms\n  \
+         discarded   {} uncommitted, {} superseded versions\n",
+        r.tuples_recovered,
+        r.threads,
+        r.total_ms,
+        r.scan_ms,
+        r.pages_scanned,
+        r.slots_scanned,
+        r.bytes_scanned,
+        r.index_ms,
+        r.free_list_ms,
+        r.uncommitted_discarded,
+        r.superseded_discarded
+    )
+}
+
+pub fn recover(p: &PoolArgs) -> CliResult {
+    let engine_config = pool_engine_config(p, "recover")?;
+    let engine = commands::open_existing(&engine_config)?;
+    let report = engine.recovery_report();
+    commands::close(engine)?;
+    match (p.format, report) {
+        (Format::Json, r) => {
+            println!("{}", json!({ "pool": p.pool.display().to_string(), "recovery": r }))
+        }
+        (_, Some(r)) => print!("{}", render_recovery(&r)),
+        (_, None) => println!("opened {} without a recovery report", p.pool.display()),
+    }
+    Ok(())
+}
+
+pub fn check(p: &PoolArgs) -> CliResult {
+    let engine_config = pool_engine_config(p, "check")?;
+    let engine = commands::open_existing(&engine_config)?;
+    let checked = read_spec(engine.as_ref())
+        .map_err(CliError::from)
+        .and_then(|spec| workloads::from_spec(spec, None, &WorkloadArgs::default()))
+        .and_then(|w| with_workload!(&w, |w| w.check(engine.as_ref())).map_err(CliError::from));
+    let invariants = engine.check_invariants();
+    commands::close(engine)?;
+    let report = checked?;
+    let passed = report.passed() && invariants.is_ok();
+    if p.format == Format::Json {
+        let invariants = json!({ "ok": invariants.is_ok(), "error": invariants.as_ref().err().map(|e| e.to_string()) });
+        println!(
+            "{}",
+            json!({ "passed": passed, "workload": report, "engine_invariants": invariants })
+        );
+    } else {
+        print!("{}", report.render_text());
+        match &invariants {
+            Ok(()) => println!("engine invariants hold"),
+            Err(e) => println!("engine invariants FAILED: {e}"),
+        }
+    }
+    if passed {
+        return Ok(());
+    }
+    let mut failed: Vec<String> =
+        report.failures().map(|c| format!("{} ({})", c.id, c.description)).collect();
+    if let Err(e) = invariants {
+        failed.push(format!("engine invariants: {e}"));
+    }
+    Err(CliError::CheckFailed(failed.join("; ")))
+}

@@ -1,0 +1,78 @@
+//! The CLI's error type and its exit codes.
+//!
+//! | code | meaning                                                   |
+//! | ---- | --------------------------------------------------------- |
+//! | 0    | success                                                   |
+//! | 1    | an operating error (I/O, engine failure, …)               |
+//! | 2    | usage: an invalid flag, value or combination              |
+//! | 3    | `zen check` found a violated condition or invariant       |
+//! | 4    | recovery failed: the pool could not be opened             |
+//! | 5    | crash-test violation (reserved for `zen crash-test`)      |
+
+use std::fmt;
+
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad flags or values; the message says what is allowed.
+    Usage(String),
+    /// A consistency condition or engine invariant failed.
+    CheckFailed(String),
+    /// The pool could not be opened (recovered).
+    Recovery(String),
+    /// Anything else.
+    Failed(String),
+}
+
+pub type CliResult<T = ()> = Result<T, CliError>;
+
+impl CliError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Failed(_) => 1,
+            CliError::Usage(_) => 2,
+            CliError::CheckFailed(_) => 3,
+            CliError::Recovery(_) => 4,
+        }
+    }
+
+    pub fn usage(message: impl Into<String>) -> CliError {
+        CliError::Usage(message.into())
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Usage(m) => write!(f, "{m}"),
+            CliError::CheckFailed(m) => write!(f, "check failed: {m}"),
+            CliError::Recovery(m) => write!(f, "recovery failed: {m}"),
+            CliError::Failed(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl From<zen_workload::Error> for CliError {
+    fn from(e: zen_workload::Error) -> CliError {
+        match e {
+            zen_workload::Error::InvalidParameter { .. }
+            | zen_workload::Error::WrongWorkload { .. } => CliError::Usage(e.to_string()),
+            zen_workload::Error::Engine(inner) => CliError::from(inner),
+            other => CliError::Failed(other.to_string()),
+        }
+    }
+}
+
+impl From<zen_engine::Error> for CliError {
+    fn from(e: zen_engine::Error) -> CliError {
+        match e {
+            zen_engine::Error::InvalidConfig(_) => CliError::Usage(e.to_string()),
+            other => CliError::Failed(other.to_string()),
+        }
+    }
+}
+
+impl From<zen_pmem::PmemError> for CliError {
+    fn from(e: zen_pmem::PmemError) -> CliError {
+        CliError::Failed(e.to_string())
+    }
+}

@@ -1,0 +1,139 @@
+//! `zen bench` on every workload at small sizes: text, JSON (validated
+//! against `docs/summary.schema.json`), CSV and `--out` files.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn zen() -> Command {
+    Command::cargo_bin("zen").expect("the zen binary is built")
+}
+
+/// Run `zen bench …`, expect success, return stdout.
+fn bench(args: &[&str]) -> String {
+    let out = zen().arg("bench").args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "zen bench {args:?} failed: {stderr}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+const QUICK: [&str; 6] = ["--threads", "2", "--txns", "2000", "--warmup", "0s"];
+
+#[test]
+fn ycsb_paper_mode_prints_a_text_summary_with_the_seed() {
+    let out = bench(&[&["ycsb", "--records", "2000", "--seed", "42"][..], &QUICK].concat());
+    assert!(out.contains("seed 42"), "{out}");
+    assert!(out.contains("throughput") && out.contains("txn/s"), "{out}");
+    assert!(out.contains("unscrambled"), "the key distribution is named: {out}");
+    assert!(out.contains("nvm per commit"), "{out}");
+}
+
+#[test]
+fn json_summary_validates_against_the_documented_schema() {
+    let out = bench(
+        &[&["ycsb", "--records", "2000", "--format", "json", "-w", "a"][..], &QUICK].concat(),
+    );
+    let json: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
+    let schema: Value = serde_json::from_str(include_str!("../docs/summary.schema.json")).unwrap();
+    let problems = zen_workload::jsonschema::validate(&json, &schema);
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert_eq!(json["schema_version"], 1);
+    let commits = json["summary"]["commits"].as_u64().unwrap();
+    assert_eq!(commits + json["summary"]["user_aborts"].as_u64().unwrap(), 2000);
+    assert_eq!(json["config"]["durability"], "lazy", "benchmarks default to lazy durability");
+    assert!(json["config"]["seed"].is_u64(), "a random seed is still reported");
+}
+
+#[test]
+fn out_dir_receives_summary_timeseries_and_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().to_str().unwrap();
+    let args = [
+        "smallbank",
+        "--accounts",
+        "1000",
+        "--duration",
+        "1200ms",
+        "--warmup",
+        "200ms",
+        "--interval",
+        "200ms",
+        "--out",
+        out_dir,
+    ];
+    bench(&args);
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(names[0].ends_with(".config.json") && names[1].ends_with(".summary.json"));
+    let csv = std::fs::read_to_string(dir.path().join(&names[2])).unwrap();
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().starts_with("elapsed_s,phase,interval_s,commits"));
+    assert!(
+        lines.clone().any(|l| l.contains(",warmup,")) && lines.any(|l| l.contains(",measure,"))
+    );
+}
+
+#[test]
+fn csv_format_prints_the_time_series() {
+    let out = bench(&[
+        "smallbank",
+        "--accounts",
+        "500",
+        "--duration",
+        "600ms",
+        "--warmup",
+        "0s",
+        "--interval",
+        "200ms",
+        "--format",
+        "csv",
+    ]);
+    assert!(out.starts_with("elapsed_s,phase,"), "{out}");
+    assert!(out.lines().count() >= 3, "{out}");
+}
+
+#[test]
+fn tpcc_scaled_down_runs_all_five_transactions() {
+    let args = [
+        "tpcc",
+        "--warehouses",
+        "2",
+        "--items",
+        "200",
+        "--customers",
+        "30",
+        "--orders",
+        "30",
+        "--format",
+        "json",
+    ];
+    let out = bench(&[&args[..], &["--threads", "2", "--txns", "3000", "--warmup", "0s"]].concat());
+    let json: Value = serde_json::from_str(&out).unwrap();
+    for t in ["new_order", "payment", "order_status", "delivery", "stock_level"] {
+        assert!(json["per_txn_type"][t]["commits"].as_u64().unwrap() > 0, "{t}: {out}");
+    }
+    assert!(json["summary"]["user_aborts"].as_u64().unwrap() > 0, "1 % of New-Orders roll back");
+    assert_eq!(json["config"]["workload_parameters"]["warehouses"], 2);
+}
+
+#[test]
+fn ycsb_core_workload_e_scans_and_inserts_on_emulated_nvm() {
+    let args = [
+        "ycsb",
+        "--records",
+        "2000",
+        "-w",
+        "e",
+        "--scramble",
+        "--pmem",
+        "emu",
+        "--nvm-profile",
+        "cxl",
+    ];
+    let out = bench(&[&args[..], &QUICK].concat());
+    assert!(out.contains("scrambled zipfian"), "{out}");
+    assert!(out.contains("scan") && out.contains("insert"), "{out}");
+}

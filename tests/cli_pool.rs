@@ -1,0 +1,140 @@
+//! `zen load`, `run`, `recover`, `check` and `inspect` on pools a test
+//! creates: the check passes after load, after a run and after recovery,
+//! and fails with exit 3 on a pool a test broke on purpose.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::Value;
+use zen_engine::schema::row;
+use zen_engine::{EngineConfig, TxnOptions};
+use zen_pmem::BackendKind;
+
+fn zen() -> Command {
+    Command::cargo_bin("zen").expect("the zen binary is built")
+}
+
+/// Run `zen args…`; return (exit code, stdout, stderr).
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = zen().args(args).output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+fn ok(args: &[&str]) -> String {
+    let (code, out, err) = run(args);
+    assert_eq!(code, 0, "zen {args:?}: {err}");
+    out
+}
+
+const RUN: [&str; 6] = ["--threads", "2", "--txns", "1500", "--warmup", "0s"];
+
+#[test]
+fn ycsb_check_passes_after_load_run_and_recover() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("ycsb.pool");
+    let pool = pool.to_str().unwrap();
+    ok(&["load", "ycsb", "--pool", pool, "--records", "2000"]);
+    assert!(ok(&["check", "--pool", pool]).contains("all 3 conditions hold"));
+    let out = ok(&[&["run", "--pool", pool, "-w", "d"][..], &RUN].concat());
+    assert!(out.contains("throughput") && out.contains("recovery"), "{out}");
+    assert!(ok(&["check", "--pool", pool]).contains("engine invariants hold"));
+    let recovered = ok(&["recover", "--pool", pool]);
+    assert!(recovered.contains("recovery of"), "{recovered}");
+    let json: Value =
+        serde_json::from_str(&ok(&["recover", "--pool", pool, "--format", "json"])).unwrap();
+    assert!(json["recovery"]["tuples_recovered"].as_u64().unwrap() >= 2000);
+    let check: Value =
+        serde_json::from_str(&ok(&["check", "--pool", pool, "--format", "json"])).unwrap();
+    assert_eq!(check["passed"], true);
+}
+
+#[test]
+fn smallbank_money_is_conserved_across_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("bank.pool");
+    let pool = pool.to_str().unwrap();
+    ok(&["load", "smallbank", "--pool", pool, "--accounts", "1000"]);
+    ok(&[&["run", "smallbank", "--pool", pool, "--hotspot-accounts", "10"][..], &RUN].concat());
+    ok(&[&["run", "--pool", pool][..], &RUN].concat());
+    assert!(ok(&["check", "--pool", pool]).contains("conservation"));
+}
+
+/// Add one dollar to warehouse 1's W_YTD without touching its districts or
+/// history: TPC-C conditions 1 and 8 must catch it.
+fn break_warehouse_ytd(pool: &Path) {
+    let config = EngineConfig {
+        pmem: BackendKind::Fs,
+        pool: Some(pool.to_path_buf()),
+        create: false,
+        max_workers: 3,
+        ..EngineConfig::default()
+    };
+    let engine = zen_engine::open(&config).unwrap();
+    let table = engine.table_id("warehouse").unwrap();
+    let schema = engine.schema(table).unwrap();
+    let (ytd, _) = schema.column_offset("w_ytd").unwrap();
+    let mut data = vec![0u8; schema.row_size()];
+    let mut worker = engine.worker().unwrap();
+    worker
+        .run(&TxnOptions::default(), |tx| {
+            assert!(tx.get_for_update(table, 1, &mut data)?);
+            let broken = row::get_i64(&data, ytd) + 100;
+            row::put_i64(&mut data, ytd, broken);
+            tx.update(table, 1, &data)
+        })
+        .unwrap();
+    drop(worker);
+    engine.close().unwrap();
+}
+
+#[test]
+fn tpcc_check_passes_after_a_run_and_fails_with_exit_3_on_a_broken_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("tpcc.pool");
+    let path = pool.to_str().unwrap();
+    let scale = ["--warehouses", "2", "--items", "200", "--customers", "30", "--orders", "30"];
+    ok(&[&["load", "tpcc", "--pool", path][..], &scale].concat());
+    assert!(ok(&["check", "--pool", path]).contains("all 12 conditions hold"));
+    ok(&[&["run", "tpcc", "--pool", path][..], &RUN].concat());
+    let after_run = ok(&["check", "--pool", path]);
+    assert!(after_run.contains("3.3.2.11") && after_run.contains("skipped"), "{after_run}");
+
+    break_warehouse_ytd(&pool);
+    let (code, out, err) = run(&["check", "--pool", path]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.contains("3.3.2.1 ") && out.contains("FAILED"), "{out}");
+    assert!(err.contains("3.3.2.8"), "the failed conditions are named: {err}");
+}
+
+#[test]
+fn inspect_reads_a_pool_as_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("inspect.pool");
+    let pool = pool.to_str().unwrap();
+    ok(&["load", "smallbank", "--pool", pool, "--accounts", "300"]);
+    let text = ok(&["inspect", "--pool", pool]);
+    assert!(text.contains("format version") && text.contains("clean shutdown  yes"), "{text}");
+    let json: Value =
+        serde_json::from_str(&ok(&["inspect", "--pool", pool, "--format", "json"])).unwrap();
+    assert_eq!(json["was_clean_shutdown"], true);
+    assert!(json["pages_by_owner"].as_array().unwrap().len() > 1);
+    assert!(json["free_pages"].as_u64().unwrap() < json["page_count"].as_u64().unwrap());
+}
+
+#[test]
+fn run_refuses_a_pool_of_another_workload_and_recover_a_missing_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("y.pool");
+    let pool = pool.to_str().unwrap();
+    ok(&["load", "ycsb", "--pool", pool, "--records", "500"]);
+    let (code, _, err) = run(&[&["run", "tpcc", "--pool", pool][..], &RUN].concat());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds a ycsb population"), "{err}");
+    let (code, _, err) = run(&["run", "--pool", pool, "--records", "600", "--txns", "10"]);
+    assert_eq!(code, 2, "{err}");
+    let missing = dir.path().join("missing.pool");
+    let (code, _, err) = run(&["recover", "--pool", missing.to_str().unwrap()]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("recovery failed"), "{err}");
+}

@@ -171,16 +171,26 @@ impl dyn EngineWorker + '_ {
                 Ok(_) => return Ok(value.expect("a committed body produced a value")),
                 Err(e) if e.is_retryable() && attempt + 1 < MAX_ATTEMPTS => {
                     attempt += 1;
-                    for _ in 0..(1u32 << attempt.min(10)) {
-                        std::hint::spin_loop();
-                    }
-                    if attempt.is_multiple_of(16) {
-                        std::thread::yield_now();
-                    }
+                    backoff(attempt);
                 }
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+/// Back-off before retry `attempt`: spin briefly at first, then yield, then
+/// sleep up to 100 µs, so that conflicting transactions stop colliding.
+pub fn backoff(attempt: u32) {
+    if attempt < 4 {
+        for _ in 0..(64u32 << attempt) {
+            std::hint::spin_loop();
+        }
+    } else if attempt < 16 {
+        std::thread::yield_now();
+    } else {
+        let micros = u64::from(attempt.min(100));
+        std::thread::sleep(std::time::Duration::from_micros(micros));
     }
 }
 

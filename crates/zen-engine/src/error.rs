@@ -33,10 +33,12 @@ pub enum AbortReason {
     Exclusive,
     /// Every Met-Cache entry of the worker's region is in use by running transactions.
     CacheFull,
+    /// A lock wait was refused to avoid a deadlock (wait-die, dl-detect).
+    Deadlock,
 }
 
 impl AbortReason {
-    pub const ALL: [AbortReason; 10] = [
+    pub const ALL: [AbortReason; 11] = [
         AbortReason::WriteLocked,
         AbortReason::ReadValidation,
         AbortReason::TimestampOrder,
@@ -47,6 +49,7 @@ impl AbortReason {
         AbortReason::User,
         AbortReason::Exclusive,
         AbortReason::CacheFull,
+        AbortReason::Deadlock,
     ];
 
     pub fn name(self) -> &'static str {
@@ -61,6 +64,7 @@ impl AbortReason {
             AbortReason::User => "user",
             AbortReason::Exclusive => "exclusive",
             AbortReason::CacheFull => "cache_full",
+            AbortReason::Deadlock => "deadlock",
         }
     }
 

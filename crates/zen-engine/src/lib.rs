@@ -11,10 +11,11 @@ pub use api::{
     CacheStats, CommitInfo, Durability, Engine, EngineStatus, EngineWorker, RecoveryReport,
     TableId, TableStatus, Transaction, TxnOptions, user_abort,
 };
-pub use config::{CcKind, EngineConfig, EngineKind, Fault};
+pub use config::{BaselineFault, CcKind, EngineConfig, EngineKind, Fault};
 pub use error::{AbortReason, Error, Result};
 pub use schema::{Column, ColumnType, SecondaryIndex, TableSchema};
 
+pub mod baseline;
 pub mod catalog;
 pub mod cc;
 pub mod heap;
@@ -43,13 +44,23 @@ pub fn open(config: &EngineConfig) -> Result<Box<dyn Engine>> {
                     .into(),
             )),
         },
+        EngineKind::Ideal => baseline::open_ideal(config),
+        EngineKind::Mmdb | EngineKind::Wbl => baseline::open_persistent(config),
     }
 }
 
 fn open_zen<B: PmemBackend>(config: &EngineConfig) -> Result<Box<dyn Engine>> {
     match config.cc {
+        CcKind::NoWait => open_zen_with::<B, cc::NoWait>(config),
+        CcKind::WaitDie => open_zen_with::<B, cc::WaitDie>(config),
+        CcKind::DlDetect => open_zen_with::<B, cc::DlDetect>(config),
+        CcKind::Occ => open_zen_with::<B, cc::Occ>(config),
         CcKind::Silo => open_zen_with::<B, cc::Silo>(config),
+        CcKind::Tictoc => open_zen_with::<B, cc::TicToc>(config),
         CcKind::Mvcc => open_zen_with::<B, cc::Mvcc>(config),
+        CcKind::Hekaton => open_zen_with::<B, cc::Hekaton>(config),
+        CcKind::Cicada => open_zen_with::<B, cc::Cicada>(config),
+        CcKind::Hstore => open_zen_with::<B, cc::HStore>(config),
     }
 }
 

@@ -55,11 +55,15 @@ pub struct TableSchema {
     pub columns: Vec<Column>,
     #[serde(default)]
     pub secondary: Vec<SecondaryIndex>,
+    /// Partition key = `key >> partition_shift` (H-Store partitions, NUMA soft
+    /// partitions); 0 = the whole key.
+    #[serde(default)]
+    pub partition_shift: u8,
 }
 
 impl TableSchema {
     pub fn new(name: impl Into<String>) -> Self {
-        TableSchema { name: name.into(), columns: Vec::new(), secondary: Vec::new() }
+        TableSchema { name: name.into(), columns: Vec::new(), secondary: Vec::new(), partition_shift: 0 }
     }
 
     pub fn column(mut self, name: impl Into<String>, ty: ColumnType) -> Self {
@@ -70,6 +74,12 @@ impl TableSchema {
     pub fn secondary_index(mut self, name: impl Into<String>, columns: &[&str]) -> Self {
         let columns = columns.iter().map(|c| (*c).to_string()).collect();
         self.secondary.push(SecondaryIndex { name: name.into(), columns });
+        self
+    }
+
+    /// Partition by the key's bits above `shift` (e.g. a warehouse id packed high).
+    pub fn partition_by_high_bits(mut self, shift: u8) -> Self {
+        self.partition_shift = shift;
         self
     }
 
@@ -118,6 +128,9 @@ impl TableSchema {
             if c.ty.width() == 0 {
                 return Err(invalid(format!("column `{}` has zero width", c.name)));
             }
+        }
+        if self.partition_shift >= 64 {
+            return Err(invalid(format!("partition shift {} must be below 64", self.partition_shift)));
         }
         if self.row_size() > MAX_ROW_BYTES {
             return Err(invalid(format!(

@@ -43,6 +43,15 @@ impl Clock {
         (self.counter.fetch_add(1, Ordering::SeqCst) + 1) << WORKER_BITS
     }
 
+    /// Raise the clock so that `now()` is above `cts` (per-worker clocks).
+    #[inline]
+    pub fn raise_above(&self, cts: u64) {
+        let counter = (cts >> WORKER_BITS) + 1;
+        if self.counter.load(Ordering::Relaxed) < counter {
+            self.counter.fetch_max(counter, Ordering::SeqCst);
+        }
+    }
+
     /// A timestamp no larger than any timestamp handed out from now on.
     #[inline]
     pub fn now(&self) -> u64 {

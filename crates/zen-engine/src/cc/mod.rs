@@ -20,32 +20,78 @@
 //! a write must check before it may supersede the newest version, and what is
 //! validated at commit.
 
+pub mod cicada;
+pub mod hekaton;
+pub mod hstore;
 pub mod mvcc;
+pub mod occ;
 pub mod silo;
+pub mod tictoc;
+pub mod two_phase;
 
 use crate::config::CcKind;
 use crate::error::AbortReason;
 use crate::ts::Clock;
 
-/// What distinguishes one concurrency-control protocol from another.
+/// How a two-phase-locking protocol handles a lock conflict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deadlock {
+    /// Abort at once.
+    NoWait,
+    /// Wait if older than every holder, else abort (die).
+    WaitDie,
+    /// Wait, with cycle detection on a waits-for graph (the requester aborts on a cycle).
+    Detect,
+}
+
+/// What distinguishes one concurrency-control protocol from another. The
+/// constants select code paths in the engine at compile time (each protocol
+/// is its own monomorphised engine); the functions answer per-tuple questions.
 pub trait Protocol: Send + Sync + 'static {
     const KIND: CcKind;
-    /// Versions are chained in the Met-Cache and reads see the snapshot of the
-    /// transaction's begin timestamp (no read validation at commit).
-    const MULTI_VERSION: bool;
+    /// Versions are chained in the Met-Cache; reads see the snapshot of the
+    /// transaction's read timestamp.
+    const MULTI_VERSION: bool = false;
+    /// Multi-version timestamp ordering: the Tx-CTS is fixed at begin, reads
+    /// raise the newest version's read timestamp, no read validation.
+    const TIMESTAMP_ORDERING: bool = false;
+    /// Multi-version optimistic: the versions read must still be the newest at
+    /// commit (Hekaton); the Tx-CTS is drawn at commit.
+    const MV_VALIDATION: bool = false;
+    /// Validation and write phase in one global critical section (Kung–Robinson).
+    const SERIAL_VALIDATION: bool = false;
+    /// Two-phase locking at access time, with this deadlock policy.
+    const LOCKING: Option<Deadlock> = None;
+    /// TicToc's data-driven logical timestamps (`cc[1]` wts, `cc[2]` rts).
+    const TICTOC: bool = false;
+    /// Partition locks instead of tuple concurrency control (H-Store).
+    const PARTITIONED: bool = false;
+    /// Check timestamp order when a write is issued, not only at commit (Cicada).
+    const EARLY_ABORT: bool = false;
+    /// A commit to another region's entry copies it into the writer's region
+    /// (Zen §3.2). For single-version optimistic protocols; the others install
+    /// in place (their locks or version chains live in the entry).
+    const COPY_ON_FOREIGN_WRITE: bool = false;
 
-    /// The transaction timestamp drawn at begin, if the protocol fixes its
-    /// Tx-CTS then (timestamp ordering); `None` = drawn at commit.
-    fn begin_ts(clock: &Clock, worker: usize) -> Option<u64>;
+    /// The transaction's read timestamp drawn at begin, for protocols that have
+    /// one; `local` is the worker's own clock (Cicada).
+    fn begin_ts(_clock: &Clock, _worker: usize, _local: &mut u64) -> Option<u64> {
+        None
+    }
 
     /// May a transaction with timestamp `txn_ts` supersede a newest version
     /// whose version word is `head` and read timestamp `rts`? Called with the
-    /// version's lock held.
-    fn may_supersede(txn_ts: Option<u64>, head: u64, rts: u64) -> Result<(), AbortReason>;
-
-    /// Is a read that observed version word `observed` still valid at commit?
-    fn read_still_valid(word: &std::sync::atomic::AtomicU64, observed: u64, mine: bool) -> bool;
+    /// version's latch held (and again early for `EARLY_ABORT`).
+    fn may_supersede(_txn_ts: Option<u64>, _head: u64, _rts: u64) -> Result<(), AbortReason> {
+        Ok(())
+    }
 }
 
+pub use cicada::Cicada;
+pub use hekaton::Hekaton;
+pub use hstore::HStore;
 pub use mvcc::Mvcc;
+pub use occ::Occ;
 pub use silo::Silo;
+pub use tictoc::TicToc;
+pub use two_phase::{DlDetect, NoWait, WaitDie};

@@ -57,22 +57,25 @@ pub struct Mvcc;
 impl Protocol for Mvcc {
     const KIND: CcKind = CcKind::Mvcc;
     const MULTI_VERSION: bool = true;
+    const TIMESTAMP_ORDERING: bool = true;
 
-    fn begin_ts(clock: &Clock, worker: usize) -> Option<u64> {
+    fn begin_ts(clock: &Clock, worker: usize, _local: &mut u64) -> Option<u64> {
         Some(clock.next(worker))
     }
 
     fn may_supersede(txn_ts: Option<u64>, head: u64, rts: u64) -> Result<(), AbortReason> {
-        let ts = txn_ts.expect("MVCC transactions have a timestamp from begin");
-        if silo::cts_of(head) > ts || rts > ts {
-            return Err(AbortReason::TimestampOrder);
-        }
-        Ok(())
+        timestamp_order(txn_ts, head, rts)
     }
+}
 
-    fn read_still_valid(_word: &AtomicU64, _observed: u64, _mine: bool) -> bool {
-        true
+/// The timestamp-ordering rule: a writer at `ts` may supersede the newest
+/// version only if it is older than `ts` and nobody younger has read it.
+pub fn timestamp_order(txn_ts: Option<u64>, head: u64, rts: u64) -> Result<(), AbortReason> {
+    let ts = txn_ts.expect("timestamp-ordering transactions have a timestamp from begin");
+    if silo::cts_of(head) > ts || rts > ts {
+        return Err(AbortReason::TimestampOrder);
     }
+    Ok(())
 }
 
 /// Raise a version's read timestamp to at least `ts`.

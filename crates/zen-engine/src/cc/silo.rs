@@ -33,27 +33,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::Protocol;
 use crate::config::CcKind;
-use crate::error::AbortReason;
-use crate::ts::Clock;
 
 /// Silo, as a [`Protocol`].
 pub struct Silo;
 
 impl Protocol for Silo {
     const KIND: CcKind = CcKind::Silo;
-    const MULTI_VERSION: bool = false;
-
-    fn begin_ts(_clock: &Clock, _worker: usize) -> Option<u64> {
-        None
-    }
-
-    fn may_supersede(_txn_ts: Option<u64>, _head: u64, _rts: u64) -> Result<(), AbortReason> {
-        Ok(())
-    }
-
-    fn read_still_valid(word: &AtomicU64, observed: u64, mine: bool) -> bool {
-        still_valid(word, observed, mine)
-    }
+    const COPY_ON_FOREIGN_WRITE: bool = true;
 }
 
 pub const LOCK: u64 = 1;

@@ -69,6 +69,16 @@ pub struct Shared<B: PmemBackend> {
     pub gc_reclaimed: AtomicU64,
     /// Transactions attempted per worker (for f_i of the cache plan).
     pub txns: Box<[CachePadded<AtomicU64>]>,
+    /// 2PL: begin timestamp of each worker's running transaction (wait-die).
+    pub lock_priority: Box<[CachePadded<AtomicU64>]>,
+    /// 2PL dl-detect: whom each worker waits for (bitmap of workers).
+    pub waits_for: Mutex<Vec<u64>>,
+    /// H-Store: owner (worker + 1) of each partition, 0 when free.
+    pub partition_locks: Box<[AtomicU64]>,
+    /// TicToc: largest logical timestamp used (reloaded versions restart above it).
+    pub tictoc_high: AtomicU64,
+    /// OCC: the critical section of serial validation.
+    pub validation: Mutex<()>,
 }
 
 /// The Zen engine on backend `B` with concurrency-control protocol `P`.
@@ -101,7 +111,8 @@ impl<B: PmemBackend, P: Protocol> ZenEngine<B, P> {
         let doc = CatalogDoc { engine: "zen".into(), floor_page, tables: Vec::new() };
         catalog::write(&pool, zen_pmem::SYSTEM_THREAD, &doc)?;
         let regions = config.max_workers;
-        let shared = Shared::new(pool, config, regions, floor_page, Clock::resume_above(0), None);
+        let data = config.expected_data_bytes.unwrap_or(0);
+        let shared = Shared::new(pool, config, regions, floor_page, Clock::resume_above(0), None, data);
         Ok(ZenEngine { shared: Arc::new(shared), protocol: std::marker::PhantomData })
     }
 
@@ -151,10 +162,11 @@ impl<B: PmemBackend> Shared<B> {
         floor_page: u64,
         clock: Clock,
         recovery: Option<RecoveryReport>,
+        data_bytes: u64,
     ) -> Self {
         let per_worker =
             |v: u64| (0..regions).map(|_| CachePadded::new(AtomicU64::new(v))).collect();
-        let budget = config.cache_size_bytes / config.max_workers.max(1) as u64;
+        let budget = config.cache_bytes(data_bytes) / config.max_workers.max(1) as u64;
         Shared {
             page_worker: (0..pool.page_count()).map(|_| AtomicU32::new(u32::MAX)).collect(),
             pool,
@@ -173,6 +185,13 @@ impl<B: PmemBackend> Shared<B> {
             cache_budget_bytes: budget.max(4 << 10),
             gc_reclaimed: AtomicU64::new(0),
             txns: per_worker(0),
+            lock_priority: per_worker(u64::MAX),
+            waits_for: Mutex::new(vec![0; regions]),
+            partition_locks: (0..config.hstore_partitions.unwrap_or(config.max_workers))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            tictoc_high: AtomicU64::new(0),
+            validation: Mutex::new(()),
         }
     }
 
@@ -290,6 +309,17 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
     fn create_table(&self, schema: &TableSchema) -> Result<TableId> {
         schema.validate()?;
         let s = &self.shared;
+        let slot = crate::heap::slot_size(schema.row_size());
+        if crate::heap::slots_per_page(s.pool.page_size(), slot) == 0 {
+            return Err(Error::InvalidSchema {
+                table: schema.name.clone(),
+                detail: format!(
+                    "rows of {} bytes do not fit a {}-byte heap page",
+                    schema.row_size(),
+                    s.pool.page_size()
+                ),
+            });
+        }
         let _guard = s.catalog_lock.lock();
         let tables = s.tables();
         if let Some(t) = tables.iter().find(|t| t.schema.name == schema.name) {

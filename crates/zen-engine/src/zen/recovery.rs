@@ -120,7 +120,9 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<S
     let index_started = Instant::now();
     let floor_max = ts_commit.iter().copied().max().unwrap_or(0);
     let clock = Clock::resume_above(scan.max_cts.max(floor_max));
-    let mut shared = Shared::new(pool, config, regions, doc.floor_page, clock, None);
+    let data_bytes: u64 =
+        winners.values().map(|w| doc.tables[w.table as usize].row_size() as u64).sum();
+    let mut shared = Shared::new(pool, config, regions, doc.floor_page, clock, None, data_bytes);
     for (w, &c) in ts_commit.iter().enumerate() {
         shared.floors[w].store(c, Ordering::Relaxed);
         shared.durable_cts[w].store(c, Ordering::Relaxed);
@@ -377,7 +379,7 @@ fn rebuild_indexes<B: PmemBackend>(
         let t = &tables[w.table as usize];
         let rid = t.records.allocate().ok_or_else(|| Error::Corrupt("too many records".into()))?;
         t.records.loc(rid).store(w.slot, Ordering::Relaxed);
-        if t.index.insert(w.key, rid).is_err() {
+        if t.index.get_or_insert(w.key, rid) != rid {
             return Err(Error::Corrupt(format!(
                 "duplicate key {} in table {}",
                 w.key, t.schema.name
@@ -424,8 +426,7 @@ fn rebuild_free_lists<B: PmemBackend>(
 pub fn check_invariants<B: PmemBackend>(shared: &Shared<B>) -> Result<()> {
     let mut live = std::collections::HashSet::new();
     for t in shared.tables().iter() {
-        let guard = scc::ebr::Guard::new();
-        for (&key, &rid) in t.index.iter(&guard) {
+        for (key, rid) in t.index.iter() {
             let loc = t.records.loc(rid).load(Ordering::Acquire);
             let slot = match loc_entry(loc) {
                 _ if loc == LOC_EMPTY => continue,

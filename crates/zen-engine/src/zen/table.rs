@@ -58,6 +58,43 @@ impl Records {
     }
 }
 
+/// The primary index: key → record id, ordered, lock-free (a skip list;
+/// scc's `TreeIndex` was measured to scan from the middle of a large tree in
+/// time that grows with the start position).
+#[derive(Default)]
+pub struct PrimaryIndex {
+    map: crossbeam_skiplist::SkipMap<u64, u64>,
+}
+
+impl PrimaryIndex {
+    #[inline]
+    pub fn get(&self, key: u64) -> Option<u64> {
+        self.map.get(&key).map(|e| *e.value())
+    }
+
+    /// Insert `key → rid` unless the key is there; returns the record id in the index.
+    pub fn get_or_insert(&self, key: u64, rid: u64) -> u64 {
+        *self.map.get_or_insert(key, rid).value()
+    }
+
+    /// (key, record id) pairs with keys in `range`, in key order.
+    pub fn range(&self, range: std::ops::RangeInclusive<u64>) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.map.range(range).map(|e| (*e.key(), *e.value()))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.map.iter().map(|e| (*e.key(), *e.value()))
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
 pub struct SecondaryIndex {
     pub layout: Vec<(usize, usize)>,
     pub entries: RwLock<BTreeSet<(Vec<u8>, u64)>>,
@@ -78,7 +115,7 @@ pub struct Table {
     pub schema: TableSchema,
     pub row_bytes: usize,
     pub slot_size: u64,
-    pub index: scc::TreeIndex<u64, u64>,
+    pub index: PrimaryIndex,
     pub records: Records,
     pub secondary: Vec<SecondaryIndex>,
     pub caches: Box<[CacheRegion]>,
@@ -119,7 +156,7 @@ impl Table {
             id,
             row_bytes,
             slot_size,
-            index: scc::TreeIndex::new(),
+            index: PrimaryIndex::default(),
             records: Records::new(),
             secondary,
             caches: (0..regions)
@@ -142,7 +179,7 @@ impl Table {
     /// The record id of `key`, if the index has it.
     #[inline]
     pub fn lookup(&self, key: u64) -> Option<u64> {
-        self.index.peek_with(&key, |_, &rid| rid)
+        self.index.get(key)
     }
 
     /// The record id of `key`, creating an empty record if needed.
@@ -150,12 +187,9 @@ impl Table {
         if let Some(rid) = self.lookup(key) {
             return Some(rid);
         }
+        // Losing a race leaves our record id unused; the index's is the one.
         let rid = self.records.allocate()?;
-        match self.index.insert(key, rid) {
-            Ok(()) => Some(rid),
-            // Lost a race: the other record is the one; ours stays unused.
-            Err(_) => self.lookup(key),
-        }
+        Some(self.index.get_or_insert(key, rid))
     }
 
     /// Record that a transaction with timestamp `ts` scanned `[low, high]`.

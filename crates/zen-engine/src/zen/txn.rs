@@ -59,6 +59,8 @@ struct ReadItem {
     rid: u64,
     loc: u64,
     observed: u64,
+    /// TicToc: the version's wts when read.
+    wts: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -94,6 +96,17 @@ pub struct ZenWorker<'e, B: PmemBackend, P: Protocol> {
     watermark: u64,
     /// Tx-CTS of this worker's previous commit (timestamps are monotone per worker).
     last_cts: u64,
+    /// The worker's own clock (Cicada).
+    local_clock: u64,
+    /// 2PL: entries this transaction holds a lock on, as (table, location).
+    locks: Vec<(u32, u64)>,
+    /// H-Store: partitions this transaction holds.
+    partitions: Vec<usize>,
+    /// TicToc: the wts observed by the last `read_current`.
+    last_wts: u64,
+    /// Wait-die: the priority a transaction that died restarts with, so that it
+    /// ages and eventually wins (no starvation).
+    kept_priority: Option<u64>,
     protocol: std::marker::PhantomData<P>,
 }
 
@@ -120,6 +133,11 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             txn_ts: None,
             watermark: 0,
             last_cts: 0,
+            local_clock: 0,
+            locks: Vec::new(),
+            partitions: Vec::new(),
+            last_wts: 0,
+            kept_priority: None,
             protocol: std::marker::PhantomData,
         }
     }
@@ -138,15 +156,23 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         // the clock before the active words (SeqCst), so it never passes us.
         let published = self.s.clock.now();
         self.s.active_ts[self.id].store(published, Ordering::SeqCst);
-        self.txn_ts = P::begin_ts(&self.s.clock, self.id);
+        self.txn_ts = P::begin_ts(&self.s.clock, self.id, &mut self.local_clock);
         // A begin timestamp strictly above everything retired before it (C4):
         // the clock ticks even when nothing commits, so retired entries and
         // garbage always become reusable once older transactions end.
-        self.begin_ts = self.txn_ts.unwrap_or_else(|| self.s.clock.tick());
+        self.begin_ts = match self.txn_ts {
+            Some(ts) if P::TIMESTAMP_ORDERING => ts,
+            _ => self.s.clock.tick(),
+        };
+        if P::LOCKING.is_some() {
+            let priority = self.kept_priority.take().unwrap_or(self.begin_ts);
+            self.s.lock_priority[self.id].store(priority, Ordering::Release);
+        }
         self.watermark = self.s.watermark();
     }
 
     fn end(&mut self) {
+        self.release_locks();
         self.reads.clear();
         self.writes.clear();
         self.write_data.clear();
@@ -169,6 +195,12 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         if P::MULTI_VERSION {
             return self.read_version(t, key, rid, out);
         }
+        if P::LOCKING.is_some() {
+            return self.read_locked(t, rid, out, false);
+        }
+        if P::PARTITIONED {
+            self.lock_partition(t, key)?;
+        }
         let locw = t.records.loc(rid);
         for spin in 0..SPIN_LIMIT {
             let loc = locw.load(Ordering::Acquire);
@@ -189,6 +221,9 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             }
             if t1 & silo::ABSENT == 0 {
                 region.read_row(idx, out);
+            }
+            if P::TICTOC {
+                self.last_wts = e.cc[1].load(Ordering::Acquire);
             }
             fence(Ordering::Acquire);
             if e.cc[0].load(Ordering::Relaxed) == t1 && locw.load(Ordering::Acquire) == loc {
@@ -228,6 +263,13 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         for w in &e.cc[1..] {
             w.store(0, Ordering::Relaxed);
         }
+        if P::TICTOC {
+            // Logical timestamps of an evicted version are gone: restart above
+            // every logical timestamp used so far (never below an old rts).
+            let high = self.s.tictoc_high.load(Ordering::Acquire);
+            e.cc[1].store(high, Ordering::Relaxed);
+            e.cc[2].store(high, Ordering::Relaxed);
+        }
         region.write_row(idx, &self.slot_buf[heap::SLOT_HEADER_BYTES as usize..len]);
         let published = locw
             .compare_exchange(slot, loc_cached(self.id, idx), Ordering::AcqRel, Ordering::Acquire)
@@ -262,6 +304,11 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             if self.evict(t) == 0 && !self.evict_over_limit(t) {
                 break;
             }
+        }
+        // The plan's share is a target, not a wall: when nothing can be
+        // evicted, grow up to the region's capacity rather than fail.
+        if let Alloc::Entry(idx) = region.allocate(self.s.watermark()) {
+            return Ok(idx);
         }
         Err(Error::Abort(AbortReason::CacheFull))
     }
@@ -310,9 +357,16 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
                 }
                 self.cut_chain(t, e);
             }
-            let Some(prev) = silo::try_lock(&e.cc[0]) else { continue };
+            if P::LOCKING.is_some() && !self.claim_for_eviction(e) {
+                continue;
+            }
+            let Some(prev) = silo::try_lock(&e.cc[0]) else {
+                self.unclaim(e);
+                continue;
+            };
             if locw.load(Ordering::Acquire) != loc_cached(self.id, idx) {
                 silo::unlock(&e.cc[0], prev);
+                self.unclaim(e);
                 continue;
             }
             let home =
@@ -366,11 +420,23 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
 
     /// Read `key` (read-your-writes first); `Ok(false)` when absent.
     fn get(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        self.get_impl(table, key, out, false)
+    }
+
+    /// `get` declaring the intent to write: 2PL takes the exclusive lock now.
+    fn get_for_update(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        self.get_impl(table, key, out, true)
+    }
+
+    fn get_impl(&mut self, table: TableId, key: u64, out: &mut [u8], for_update: bool) -> Result<bool> {
         let t = self.table(table)?;
         Self::check_key(&t, key)?;
         Self::check_row(&t, out.len())?;
         self.check_access_limit()?;
         self.count_access(&t);
+        if P::PARTITIONED {
+            self.lock_partition(&t, key)?;
+        }
         let rid = t.lookup_or_create(key).ok_or(Error::Abort(AbortReason::OutOfSpace))?;
         if let Some(i) = self.find_write(table.0, rid) {
             let w = self.writes[i];
@@ -380,8 +446,15 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             out.copy_from_slice(&self.write_data[w.data_at..w.data_at + t.row_bytes]);
             return Ok(true);
         }
-        let (loc, observed) = self.read_current(&t, key, rid, out)?;
-        self.reads.push(ReadItem { table: table.0, rid, loc, observed });
+        let (loc, observed) = if for_update && P::LOCKING.is_some() {
+            self.read_locked(&t, rid, out, true)?
+        } else {
+            self.read_current(&t, key, rid, out)?
+        };
+        if for_update && P::EARLY_ABORT {
+            self.check_early(&t, loc)?;
+        }
+        self.reads.push(ReadItem { table: table.0, rid, loc, observed, wts: self.last_wts });
         Ok(loc != LOC_EMPTY && observed & silo::ABSENT == 0)
     }
 
@@ -410,6 +483,9 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             Self::check_row(&t, r.len())?;
         }
         let not_found = || Error::KeyNotFound { table: t.schema.name.clone(), key };
+        if P::PARTITIONED {
+            self.lock_partition(&t, key)?;
+        }
         let rid = t.lookup(key).ok_or_else(not_found)?;
         if let Some(i) = self.find_write(table.0, rid) {
             let w = &mut self.writes[i];
@@ -433,7 +509,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         }
         let mut scratch = std::mem::take(&mut self.row_buf);
         scratch.resize(t.row_bytes, 0);
-        let present = self.get(table, key, &mut scratch);
+        let present = self.get_for_update(table, key, &mut scratch);
         self.row_buf = scratch;
         if !present? {
             return Err(not_found());
@@ -461,10 +537,27 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             self.write_data[at..at + row.len()].copy_from_slice(row);
             return Ok(());
         }
+        if P::PARTITIONED {
+            self.lock_partition(&t, key)?;
+        }
+        // A key this transaction read as absent and someone else inserted
+        // since: the read is stale, so this is a conflict (retryable), not a
+        // duplicate the caller made.
+        let read_absent = self.reads.iter().any(|r| {
+            r.table == table.0 && r.rid == rid && (r.loc == LOC_EMPTY || r.observed & silo::ABSENT != 0)
+        });
         let locked = self.lock_for_insert(&t, rid, key).map_err(|e| match e {
+            Error::DuplicateKey { .. } if read_absent => Error::Abort(AbortReason::InsertConflict),
             Error::DuplicateKey { .. } => duplicate(),
             other => other,
         })?;
+        if P::LOCKING.is_some()
+            && let Err(e) = self.lock_2pl(&t, locked.0, true)
+        {
+            let (w, idx) = loc_entry(locked.0).expect("inserts lock a cache entry");
+            silo::unlock(&t.caches[w].entry(idx).cc[0], locked.1);
+            return Err(e);
+        }
         self.push_write(&t, key, rid, WriteKind::Insert, Some(row));
         self.writes.last_mut().expect("just pushed").locked = Some(locked);
         Ok(())
@@ -532,9 +625,8 @@ fn backoff(spin: u32) {
 
 /// Number of live rows of a table (for status and checks).
 pub fn count_live(t: &Table) -> u64 {
-    let guard = scc::ebr::Guard::new();
     let mut rows = 0;
-    for (_, &rid) in t.index.iter(&guard) {
+    for (_, rid) in t.index.iter() {
         let loc = t.records.loc(rid).load(Ordering::Acquire);
         match loc_entry(loc) {
             None if loc != LOC_EMPTY => rows += 1,
@@ -551,5 +643,6 @@ pub fn count_live(t: &Table) -> u64 {
 }
 
 mod commit;
+mod locking;
 mod scan;
 mod versions;

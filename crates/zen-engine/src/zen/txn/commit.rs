@@ -19,15 +19,22 @@ use crate::zen::table::Table;
 impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     fn commit(&mut self) -> Result<CommitInfo> {
         if self.writes.is_empty() {
-            self.validate()?;
+            self.validate(0)?;
             return Ok(CommitInfo { cts: 0, durable: true, writes: 0 });
         }
+        // Kung–Robinson: validation and write phase in one critical section.
+        let shared = self.s;
+        let _serial = P::SERIAL_VALIDATION.then(|| shared.validation.lock());
         if let Err(e) = self.lock_write_set().and_then(|()| self.check_inserts()) {
             self.unlock_all();
             return Err(e);
         }
-        let cts = self.txn_ts.unwrap_or_else(|| self.s.clock.next(self.id));
-        if let Err(e) = self.validate().and_then(|()| self.allocate_slots()) {
+        let cts = match self.txn_ts {
+            Some(ts) if P::TIMESTAMP_ORDERING => ts,
+            _ => self.s.clock.next(self.id),
+        };
+        let logical = if P::TICTOC { self.tictoc_commit_ts() } else { 0 };
+        if let Err(e) = self.validate(logical).and_then(|()| self.allocate_slots()) {
             self.free_unwritten_slots();
             self.unlock_all();
             return Err(e);
@@ -39,7 +46,10 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         );
         self.last_cts = cts;
         let durable = self.persist_new_versions(cts);
-        self.install(cts);
+        if P::TICTOC {
+            self.s.tictoc_high.fetch_max(logical, Ordering::AcqRel);
+        }
+        self.install(cts, logical);
         self.collect_garbage();
         Ok(CommitInfo { cts, durable, writes: self.writes.len() as u32 })
     }
@@ -112,11 +122,18 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         }
     }
 
-    /// Silo's read validation plus phantom checks of every scanned range.
-    fn validate(&self) -> Result<()> {
-        for r in &self.reads {
-            if !self.read_still_valid(r) {
-                return Err(Error::Abort(AbortReason::ReadValidation));
+    /// Read validation as the protocol requires, plus phantom checks of every
+    /// scanned range (all protocols). `logical` is TicToc's commit timestamp.
+    fn validate(&self, logical: u64) -> Result<()> {
+        // Locks (2PL, partitions) and timestamp ordering (rts) already
+        // protected the reads; the others validate them now.
+        let validate_reads = !(P::LOCKING.is_some() || P::PARTITIONED || P::TIMESTAMP_ORDERING);
+        if validate_reads {
+            for r in &self.reads {
+                let ok = if P::TICTOC { self.tictoc_read_valid(r, logical) } else { self.read_still_valid(r) };
+                if !ok {
+                    return Err(Error::Abort(AbortReason::ReadValidation));
+                }
             }
         }
         if self.scans.iter().any(|s| !self.scan_still_valid(s)) {
@@ -125,11 +142,49 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         Ok(())
     }
 
-    fn read_still_valid(&self, r: &ReadItem) -> bool {
-        if P::MULTI_VERSION {
-            // Timestamp ordering registered the read (rts) when it happened.
-            return true;
+    /// TicToc: commit_ts = max(writes' rts + 1, reads' wts).
+    fn tictoc_commit_ts(&self) -> u64 {
+        let mut ts = self.reads.iter().map(|r| r.wts).max().unwrap_or(0);
+        for w in &self.writes {
+            let (loc, _) = w.locked.expect("locked at commit");
+            let (owner, idx) = loc_entry(loc).expect("locked records are cached");
+            let rts = self.tables[w.table as usize].caches[owner].entry(idx).cc[2].load(Ordering::Acquire);
+            ts = ts.max(rts + 1);
         }
+        ts
+    }
+
+    /// TicToc: the version read is still current at `commit_ts` (extend its rts).
+    fn tictoc_read_valid(&self, r: &ReadItem, commit_ts: u64) -> bool {
+        let t = &self.tables[r.table as usize];
+        if t.records.loc(r.rid).load(Ordering::Acquire) != r.loc {
+            return false;
+        }
+        let Some((w, idx)) = loc_entry(r.loc) else { return r.loc == LOC_EMPTY };
+        let e = t.caches[w].entry(idx);
+        let mine = self.writes.iter().any(|x| x.table == r.table && x.rid == r.rid && x.locked.is_some());
+        loop {
+            let word = e.cc[0].load(Ordering::Acquire);
+            if word & !silo::LOCK != r.observed || e.cc[1].load(Ordering::Acquire) != r.wts {
+                return false;
+            }
+            let rts = e.cc[2].load(Ordering::Acquire);
+            if rts >= commit_ts || mine {
+                return true;
+            }
+            if word & silo::LOCK != 0 {
+                return false;
+            }
+            if e.cc[2].compare_exchange(rts, commit_ts, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                self.s.tictoc_high.fetch_max(commit_ts, Ordering::AcqRel);
+                // Re-check that no writer slipped in between (its install
+                // changes the version word).
+                return e.cc[0].load(Ordering::Acquire) & !silo::LOCK == r.observed;
+            }
+        }
+    }
+
+    fn read_still_valid(&self, r: &ReadItem) -> bool {
         let t = &self.tables[r.table as usize];
         let current = t.records.loc(r.rid).load(Ordering::Acquire);
         if current != r.loc {
@@ -253,7 +308,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     }
 
     /// Make the new versions visible, unlock, and queue superseded slots.
-    fn install(&mut self, cts: u64) {
+    fn install(&mut self, cts: u64, logical: u64) {
         fence(Ordering::Release);
         let data = std::mem::take(&mut self.write_data);
         for i in 0..self.writes.len() {
@@ -290,7 +345,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 self.writes[i].new_entry = None;
                 continue;
             }
-            let copied = !P::MULTI_VERSION
+            let copied = P::COPY_ON_FOREIGN_WRITE
                 && owner != self.id
                 && self.install_copy(&t, w.rid, w.key, new_slot, new_row, cts, deleted);
             if copied {
@@ -301,6 +356,10 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                     t.caches[owner].write_row(idx, new_row);
                 }
                 entry.slot.store(new_slot, Ordering::Release);
+                if P::TICTOC {
+                    entry.cc[1].store(logical, Ordering::Release);
+                    entry.cc[2].store(logical, Ordering::Release);
+                }
                 entry.cc[0].store(silo::tid(cts, deleted), Ordering::Release);
             }
             self.writes[i].locked = None;

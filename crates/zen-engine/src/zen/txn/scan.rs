@@ -36,8 +36,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         let mut visited = 0;
         let mut last = high;
         let mut stopped = false;
-        let guard = scc::ebr::Guard::new();
-        for (&key, &rid) in t.index.range(low..=high, &guard) {
+        for (key, rid) in t.index.range(low..=high) {
             self.check_access_limit()?;
             self.scan_rids.push(rid);
             last = key;
@@ -49,7 +48,6 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 }
             }
         }
-        drop(guard);
         if !stopped {
             last = high;
         }
@@ -61,6 +59,9 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// Read one record met by a scan; true when it has a live row in `row`.
     fn visit(&mut self, t: &Table, key: u64, rid: u64, row: &mut [u8]) -> Result<bool> {
         self.count_access(t);
+        if P::PARTITIONED {
+            self.lock_partition(t, key)?;
+        }
         if let Some(i) = self.find_write(t.id.0, rid) {
             let w = self.writes[i];
             if w.kind == WriteKind::Delete {
@@ -70,7 +71,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             return Ok(true);
         }
         let (loc, observed) = self.read_current(t, key, rid, row)?;
-        self.reads.push(ReadItem { table: t.id.0, rid, loc, observed });
+        self.reads.push(ReadItem { table: t.id.0, rid, loc, observed, wts: self.last_wts });
         Ok(loc != LOC_EMPTY && observed & silo::ABSENT == 0)
     }
 
@@ -83,9 +84,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 .iter()
                 .any(|w| w.table == scan.table && w.rid == rid && w.kind == WriteKind::Insert)
         };
-        let guard = scc::ebr::Guard::new();
-        let mut now =
-            t.index.range(scan.low..=scan.high, &guard).map(|(_, &rid)| rid).filter(|&r| !mine(r));
+        let mut now = t.index.range(scan.low..=scan.high).map(|(_, rid)| rid).filter(|&r| !mine(r));
         let mut before = seen.iter().copied().filter(|&r| !mine(r));
         loop {
             match (now.next(), before.next()) {
@@ -130,7 +129,7 @@ impl<B: PmemBackend, P: Protocol> Transaction for ZenTxn<'_, '_, B, P> {
         self.w.get(table, key, out)
     }
     fn get_for_update(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
-        self.w.get(table, key, out)
+        self.w.get_for_update(table, key, out)
     }
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
         self.w.insert(table, key, row)

@@ -54,7 +54,9 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 backoff(spin);
                 continue;
             }
-            mvcc::raise_rts(&head.cc[1], ts);
+            if P::TIMESTAMP_ORDERING {
+                mvcc::raise_rts(&head.cc[1], ts);
+            }
             if head.cc[0].load(Ordering::SeqCst) != v || locw.load(Ordering::Acquire) != loc {
                 continue;
             }

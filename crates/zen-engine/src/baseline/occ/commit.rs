@@ -1,0 +1,159 @@
+//! Commit of the OCC core, as named phases (see `occ.rs` for the order and
+//! the `Store` hooks between them).
+//!
+//! Any failure before `persist` aborts: the worker unlocks every record it
+//! holds and, after `enter_commit`, calls `leave_commit(None)`. Nothing has
+//! been made durable by then; what `prepare` reserved it gives back itself.
+
+use std::sync::atomic::Ordering;
+
+use super::tid;
+use super::txn::{OccWorker, ScanItem, WriteKind, backoff};
+use super::{Store, Tables};
+use crate::api::CommitInfo;
+use crate::error::{AbortReason, Error, Result};
+
+/// Spins on a locked record at commit before aborting (no waiting on locks
+/// beyond this: Silo's no-wait commit locking).
+const LOCK_SPINS: u32 = 64;
+
+impl<S: Store> OccWorker<'_, S> {
+    pub(super) fn commit(&mut self) -> Result<CommitInfo> {
+        if self.writes.is_empty() {
+            self.validate()?;
+            return Ok(CommitInfo { cts: 0, durable: true, writes: 0 });
+        }
+        self.lock_write_set()?;
+        let core = self.core;
+        S::enter_commit(core, &mut self.local);
+        let cts = core.clock.next(self.id);
+        let tables = self.tables.clone();
+        let decided = self
+            .validate()
+            .and_then(|()| S::prepare(core, &mut self.local, cts, &mut self.writes, &self.data, &tables));
+        if let Err(e) = decided {
+            S::leave_commit(core, &mut self.local, None, self.durability);
+            return Err(e);
+        }
+        debug_assert!(cts > self.last_cts, "cts {cts} not above the previous {}", self.last_cts);
+        self.last_cts = cts;
+        S::persist(core, &mut self.local, cts, &self.writes, &self.data, &tables);
+        self.install(cts, &tables);
+        let durable = S::leave_commit(core, &mut self.local, Some(cts), self.durability);
+        Ok(CommitInfo { cts, durable, writes: self.writes.len() as u32 })
+    }
+
+    /// Lock every written record in (table, rid) order (deadlock-free).
+    fn lock_write_set(&mut self) -> Result<()> {
+        self.writes.sort_by_key(|w| (w.table, w.rid));
+        let tables = self.tables.clone();
+        for i in 0..self.writes.len() {
+            if self.writes[i].locked.is_some() {
+                continue;
+            }
+            let t = &tables[self.writes[i].table as usize];
+            let rid = self.writes[i].rid;
+            let word = &t.records.get(rid).tid;
+            let mut spin = 0;
+            let prev = loop {
+                if let Some(prev) = tid::try_lock(word) {
+                    break prev;
+                }
+                if spin >= LOCK_SPINS {
+                    return Err(Error::Abort(AbortReason::WriteLocked));
+                }
+                backoff(spin);
+                spin += 1;
+            };
+            self.writes[i].locked = Some(prev);
+            S::on_lock(self.core, &mut self.local, t, rid);
+        }
+        Ok(())
+    }
+
+    /// Does this transaction hold the lock of (table, rid)? (Write set sorted.)
+    fn holds(&self, table: u32, rid: u64) -> bool {
+        self.writes
+            .binary_search_by_key(&(table, rid), |w| (w.table, w.rid))
+            .is_ok_and(|i| self.writes[i].locked.is_some())
+    }
+
+    /// Silo's read validation, then every scanned range (phantoms).
+    fn validate(&self) -> Result<()> {
+        for r in &self.reads {
+            let word = &self.tables[r.table as usize].records.get(r.rid).tid;
+            let cur = word.load(Ordering::Acquire);
+            if cur & !tid::LOCK != r.observed || (tid::is_locked(cur) && !self.holds(r.table, r.rid))
+            {
+                return Err(Error::Abort(AbortReason::ReadValidation));
+            }
+        }
+        for scan in &self.scans {
+            if !self.scan_still_valid(scan) {
+                return Err(Error::Abort(AbortReason::Phantom));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every record in the scanned range now was met by the scan, or is not
+    /// live (an unlocked absent placeholder), or is this transaction's insert.
+    fn scan_still_valid(&self, scan: &ScanItem) -> bool {
+        let t = &self.tables[scan.table as usize];
+        let seen = &self.seen[scan.seen_at..scan.seen_at + scan.seen_len];
+        let mut next_seen = seen.iter().peekable();
+        let guard = scc::ebr::Guard::new();
+        for (&key, &rid) in t.index.range(scan.low..=scan.high, &guard) {
+            while next_seen.peek().is_some_and(|&&(k, _)| k < key) {
+                next_seen.next();
+            }
+            if next_seen.peek().is_some_and(|&&(k, r)| k == key && r == rid) {
+                next_seen.next();
+                continue;
+            }
+            if self.find_write(scan.table, rid).is_some() {
+                continue;
+            }
+            let cur = t.records.get(rid).tid.load(Ordering::Acquire);
+            if !tid::is_absent(cur) || tid::is_locked(cur) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Put every new version in place, maintain secondary indexes, unlock.
+    fn install(&mut self, cts: u64, tables: &Tables<S::TableExt>) {
+        let mut old = Vec::new();
+        for i in 0..self.writes.len() {
+            let w = self.writes[i];
+            let t = &tables[w.table as usize];
+            let prev = w.locked.expect("the write set is locked at install");
+            let new_row = (w.kind != WriteKind::Delete)
+                .then(|| &self.data[w.data_at..w.data_at + t.row_bytes]);
+            if !t.secondary.is_empty() {
+                let had_old = !tid::is_absent(prev);
+                if had_old {
+                    old.resize(t.row_bytes, 0);
+                    S::read_row(self.core, &mut self.local, t, w.rid, prev, &mut old);
+                }
+                t.maintain_secondary(w.key, had_old.then_some(&old[..]), new_row);
+            }
+            S::install_row(self.core, &mut self.local, t, &w, new_row, cts);
+            t.records.get(w.rid).tid.store(tid::make(cts, w.deleted()), Ordering::Release);
+            self.writes[i].locked = None;
+        }
+    }
+
+    /// Release every lock this transaction holds (abort).
+    pub(super) fn unlock_all(&mut self) {
+        let tables = self.tables.clone();
+        for w in &mut self.writes {
+            if let Some(prev) = w.locked.take() {
+                let t = &tables[w.table as usize];
+                S::on_unlock(self.core, &mut self.local, t, w.rid);
+                tid::unlock(&t.records.get(w.rid).tid, prev);
+            }
+        }
+    }
+}

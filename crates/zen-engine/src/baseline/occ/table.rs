@@ -1,0 +1,247 @@
+//! Tables of the baseline engines: schema, DRAM indexes, record words, and
+//! the DRAM row arena that `ideal` and `mmdb` keep rows in.
+//!
+//! RECORDS. The primary index maps key → record id (`rid`); a record is three
+//! atomic words that never move, so an index entry is never rewritten:
+//!
+//! ```text
+//!   tid   cts << 2 | ABSENT | LOCK      the Silo TID word (see `occ.rs`)
+//!   loc   where the row lives           engine-defined (`DramRows` index, NVM offset)
+//!   aux   engine-defined                (wbl: versions << 32 | cache entry + 1)
+//! ```
+//!
+//! Records are created on first insert *and* on a read of a missing key (an
+//! absent placeholder), so that a later insert changes a word the reader
+//! validates. Records of deleted keys stay in the index, absent; a later
+//! insert reuses them. Nothing is ever removed from the primary index, which
+//! is what makes the commit-time re-scan of a range a complete phantom check.
+
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::RwLock;
+
+use super::tid;
+use crate::api::TableId;
+use crate::schema::TableSchema;
+
+const RECORD_CHUNK: usize = 1 << 14;
+const RECORD_CHUNKS: usize = 1 << 16;
+
+/// The three words of a record (see the module docs).
+#[derive(Debug)]
+pub struct Record {
+    pub tid: AtomicU64,
+    pub loc: AtomicU64,
+    pub aux: AtomicU64,
+}
+
+impl Default for Record {
+    fn default() -> Self {
+        Record {
+            tid: AtomicU64::new(tid::ABSENT),
+            loc: AtomicU64::new(0),
+            aux: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The records of a table, addressed by record id, in lazily allocated chunks.
+pub struct Records {
+    chunks: Box<[OnceLock<Box<[Record]>>]>,
+    next: AtomicU64,
+}
+
+impl Records {
+    fn new() -> Records {
+        Records { chunks: (0..RECORD_CHUNKS).map(|_| OnceLock::new()).collect(), next: 0.into() }
+    }
+
+    /// A new, absent record; `None` when the table has 2^30 records.
+    fn allocate(&self) -> Option<u64> {
+        let id = self.next.fetch_add(1, Ordering::AcqRel);
+        (id < (RECORD_CHUNK * RECORD_CHUNKS) as u64).then_some(id)
+    }
+
+    #[inline]
+    pub fn get(&self, rid: u64) -> &Record {
+        let chunk = self.chunks[rid as usize / RECORD_CHUNK]
+            .get_or_init(|| (0..RECORD_CHUNK).map(|_| Record::default()).collect());
+        &chunk[rid as usize % RECORD_CHUNK]
+    }
+
+    /// Records allocated so far (ids are `0..count`).
+    pub fn count(&self) -> u64 {
+        self.next.load(Ordering::Acquire).min((RECORD_CHUNK * RECORD_CHUNKS) as u64)
+    }
+}
+
+/// A secondary index: (columns' bytes ‖ primary key), maintained at install.
+pub struct SecondaryIndex {
+    pub layout: Vec<(usize, usize)>,
+    pub entries: RwLock<BTreeSet<(Vec<u8>, u64)>>,
+}
+
+impl SecondaryIndex {
+    pub fn key_of(&self, row: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(self.layout.iter().map(|l| l.1).sum());
+        for &(off, len) in &self.layout {
+            k.extend_from_slice(&row[off..off + len]);
+        }
+        k
+    }
+}
+
+/// A table: schema, indexes, records and the engine's per-table state `X`.
+pub struct Table<X> {
+    pub id: TableId,
+    pub schema: TableSchema,
+    pub row_bytes: usize,
+    pub index: scc::TreeIndex<u64, u64>,
+    pub records: Records,
+    pub secondary: Vec<SecondaryIndex>,
+    pub ext: X,
+}
+
+impl<X> Table<X> {
+    pub fn new(id: TableId, schema: TableSchema, ext: X) -> Table<X> {
+        let secondary = (0..schema.secondary.len())
+            .map(|i| SecondaryIndex {
+                layout: schema.secondary_layout(i).expect("validated schema"),
+                entries: RwLock::new(BTreeSet::new()),
+            })
+            .collect();
+        Table {
+            id,
+            row_bytes: schema.row_size(),
+            schema,
+            index: scc::TreeIndex::new(),
+            records: Records::new(),
+            secondary,
+            ext,
+        }
+    }
+
+    /// The record id of `key`, if the index has it.
+    #[inline]
+    pub fn lookup(&self, key: u64) -> Option<u64> {
+        self.index.peek_with(&key, |_, &rid| rid)
+    }
+
+    /// The record id of `key`, creating an absent record if needed.
+    pub fn lookup_or_create(&self, key: u64) -> Option<u64> {
+        if let Some(rid) = self.lookup(key) {
+            return Some(rid);
+        }
+        let rid = self.records.allocate()?;
+        match self.index.insert(key, rid) {
+            Ok(()) => Some(rid),
+            // Lost a race: the other record is the one; ours stays unused.
+            Err(_) => self.lookup(key),
+        }
+    }
+
+    pub fn add_secondary(&self, row: &[u8], key: u64) {
+        for s in &self.secondary {
+            s.entries.write().insert((s.key_of(row), key));
+        }
+    }
+
+    pub fn remove_secondary(&self, row: &[u8], key: u64) {
+        for s in &self.secondary {
+            s.entries.write().remove(&(s.key_of(row), key));
+        }
+    }
+
+    /// Keep the secondary indexes in step with one installed write.
+    pub fn maintain_secondary(&self, key: u64, old: Option<&[u8]>, new: Option<&[u8]>) {
+        match (old, new) {
+            (Some(o), Some(n)) if self.secondary.iter().all(|s| s.key_of(o) == s.key_of(n)) => {}
+            (Some(o), Some(n)) => {
+                self.remove_secondary(o, key);
+                self.add_secondary(n, key);
+            }
+            (Some(o), None) => self.remove_secondary(o, key),
+            (None, Some(n)) => self.add_secondary(n, key),
+            (None, None) => {}
+        }
+    }
+
+    /// Every (key, rid) of the primary index, in key order (quiescent use).
+    pub fn entries(&self) -> Vec<(u64, u64)> {
+        let guard = scc::ebr::Guard::new();
+        self.index.iter(&guard).map(|(&k, &rid)| (k, rid)).collect()
+    }
+
+    /// Keys whose record holds a live row now (not absent).
+    pub fn live_rows(&self) -> u64 {
+        let guard = scc::ebr::Guard::new();
+        self.index
+            .iter(&guard)
+            .filter(|&(_, &rid)| !tid::is_absent(self.records.get(rid).tid.load(Ordering::Acquire)))
+            .count() as u64
+    }
+}
+
+/// Rows kept in DRAM as atomic words (so optimistic readers may copy a row
+/// while a writer that holds the record's lock replaces it; the TID tells the
+/// reader to retry). Rows are allocated by a bump counter and never freed: a
+/// deleted record keeps its row for a later insert of the same key.
+pub struct DramRows {
+    words_per_row: usize,
+    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    next: AtomicU64,
+}
+
+const ROW_CHUNK: usize = 1 << 12;
+const ROW_CHUNKS: usize = 1 << 18;
+
+impl DramRows {
+    pub fn new(row_bytes: usize) -> DramRows {
+        DramRows {
+            words_per_row: row_bytes.div_ceil(8),
+            chunks: (0..ROW_CHUNKS).map(|_| OnceLock::new()).collect(),
+            next: 0.into(),
+        }
+    }
+
+    /// A new row index; `None` when 2^30 rows are allocated.
+    pub fn allocate(&self) -> Option<u64> {
+        let id = self.next.fetch_add(1, Ordering::AcqRel);
+        (id < (ROW_CHUNK * ROW_CHUNKS) as u64).then_some(id)
+    }
+
+    /// Rows allocated so far.
+    pub fn count(&self) -> u64 {
+        self.next.load(Ordering::Acquire).min((ROW_CHUNK * ROW_CHUNKS) as u64)
+    }
+
+    #[inline]
+    fn words(&self, index: u64) -> &[AtomicU64] {
+        let chunk = self.chunks[index as usize / ROW_CHUNK].get_or_init(|| {
+            (0..ROW_CHUNK * self.words_per_row).map(|_| AtomicU64::new(0)).collect()
+        });
+        let at = index as usize % ROW_CHUNK * self.words_per_row;
+        &chunk[at..at + self.words_per_row]
+    }
+
+    /// Copy row `index` into `out` (relaxed loads; the caller validates the TID).
+    #[inline]
+    pub fn read(&self, index: u64, out: &mut [u8]) {
+        for (w, dst) in self.words(index).iter().zip(out.chunks_mut(8)) {
+            let bytes = w.load(Ordering::Relaxed).to_le_bytes();
+            dst.copy_from_slice(&bytes[..dst.len()]);
+        }
+    }
+
+    /// Store `row` into row `index` (the caller holds the record's lock).
+    #[inline]
+    pub fn write(&self, index: u64, row: &[u8]) {
+        for (w, src) in self.words(index).iter().zip(row.chunks(8)) {
+            let mut bytes = [0u8; 8];
+            bytes[..src.len()].copy_from_slice(src);
+            w.store(u64::from_le_bytes(bytes), Ordering::Relaxed);
+        }
+    }
+}

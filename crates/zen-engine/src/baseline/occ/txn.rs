@@ -1,0 +1,479 @@
+//! Workers and transactions of the OCC core: reads, writes, scans and the
+//! `Transaction` implementation (commit is in `commit.rs`).
+//!
+//! A worker owns reusable read / write / scan sets (no allocation on the hot
+//! path once they have grown) and runs one transaction at a time.
+//!
+//! READ (stable read of a record): TID, row, acquire fence, TID again; retry
+//! while they differ or the record is locked by a committer. An absent record
+//! that an inserter holds locked reads as absent *unlocked* (its state before
+//! the insert): validation fails if the insert commits, holds if it aborts.
+//!
+//! WRITES are buffered. An insert locks its (absent) record at once, so two
+//! inserts of one key conflict at the second (`InsertConflict`); update and
+//! delete read the record first (so it is validated) and lock at commit.
+
+use std::ops::RangeInclusive;
+use std::sync::Arc;
+use std::sync::atomic::{Ordering, fence};
+
+use zen_pmem::CounterSnapshot;
+
+use super::engine::Core;
+use super::table::Table;
+use super::{Store, hit_or_miss, tid};
+use crate::api::{
+    CacheStats, CommitInfo, Durability, EngineWorker, TableId, Transaction, TxnOptions,
+};
+use crate::error::{AbortReason, Error, Result};
+use crate::schema::MAX_KEY;
+
+/// Most tuples one transaction may read and write.
+pub const MAX_ACCESS: usize = 1 << 16;
+/// Spins on a record locked by a committer before giving up.
+pub(super) const SPIN_LIMIT: u32 = 1 << 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    Insert,
+    Update,
+    Delete,
+}
+
+/// One buffered write.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteItem {
+    pub table: u32,
+    pub key: u64,
+    pub rid: u64,
+    pub kind: WriteKind,
+    /// Offset of the new row in the worker's write data (a delete has a
+    /// zeroed placeholder row there).
+    pub data_at: usize,
+    /// The TID before this transaction locked the record, once locked.
+    pub locked: Option<u64>,
+    /// Scratch for the store (wbl: the new version's slot).
+    pub aux: u64,
+}
+
+impl WriteItem {
+    pub fn deleted(&self) -> bool {
+        self.kind == WriteKind::Delete
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReadItem {
+    pub table: u32,
+    pub rid: u64,
+    pub observed: u64,
+}
+
+/// A scanned range and the (key, rid) pairs it met, in key order.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ScanItem {
+    pub table: u32,
+    pub low: u64,
+    pub high: u64,
+    pub seen_at: usize,
+    pub seen_len: usize,
+}
+
+pub struct OccWorker<'e, S: Store> {
+    pub(super) core: &'e Core<S>,
+    pub(super) id: usize,
+    pub(super) local: S::Local,
+    pub(super) tables: Arc<Vec<Arc<Table<S::TableExt>>>>,
+    tables_version: u64,
+    pub(super) reads: Vec<ReadItem>,
+    pub(super) writes: Vec<WriteItem>,
+    pub(super) data: Vec<u8>,
+    pub(super) scans: Vec<ScanItem>,
+    pub(super) seen: Vec<(u64, u64)>,
+    pub(super) durability: Durability,
+    pub(super) stats: CacheStats,
+    pub(super) last_cts: u64,
+    row_buf: Vec<u8>,
+}
+
+impl<'e, S: Store> OccWorker<'e, S> {
+    pub(super) fn new(core: &'e Core<S>, id: usize) -> Self {
+        OccWorker {
+            core,
+            id,
+            local: S::local(core, id),
+            tables: core.tables(),
+            tables_version: core.tables_version(),
+            reads: Vec::new(),
+            writes: Vec::new(),
+            data: Vec::new(),
+            scans: Vec::new(),
+            seen: Vec::new(),
+            durability: core.config.durability,
+            stats: CacheStats::default(),
+            last_cts: 0,
+            row_buf: Vec::new(),
+        }
+    }
+
+    fn begin(&mut self) {
+        let version = self.core.tables_version();
+        if version != self.tables_version {
+            self.tables = self.core.tables();
+            self.tables_version = version;
+        }
+    }
+
+    fn end(&mut self) {
+        self.reads.clear();
+        self.writes.clear();
+        self.data.clear();
+        self.scans.clear();
+        self.seen.clear();
+    }
+
+    fn table(&self, table: TableId) -> Result<Arc<Table<S::TableExt>>> {
+        self.tables.get(table.0 as usize).cloned().ok_or(Error::UnknownTableId(table.0))
+    }
+
+    fn check_key(t: &Table<S::TableExt>, key: u64) -> Result<()> {
+        if key > MAX_KEY {
+            return Err(Error::KeyOutOfRange { table: t.schema.name.clone(), key });
+        }
+        Ok(())
+    }
+
+    fn check_row(t: &Table<S::TableExt>, len: usize) -> Result<()> {
+        if len != t.row_bytes {
+            return Err(Error::WrongTupleSize {
+                table: t.schema.name.clone(),
+                expected: t.row_bytes,
+                actual: len,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_access_limit(&self) -> Result<()> {
+        if self.reads.len() + self.writes.len() >= MAX_ACCESS {
+            return Err(Error::AccessSetFull { limit: MAX_ACCESS });
+        }
+        Ok(())
+    }
+
+    pub(super) fn find_write(&self, table: u32, rid: u64) -> Option<usize> {
+        self.writes.iter().position(|w| w.table == table && w.rid == rid)
+    }
+
+    /// Stable read of a record: its TID (unlocked) and, when present, its row.
+    fn read_current(&mut self, t: &Table<S::TableExt>, rid: u64, out: &mut [u8]) -> Result<u64> {
+        let r = t.records.get(rid);
+        for spin in 0..SPIN_LIMIT {
+            let t1 = r.tid.load(Ordering::Acquire);
+            if tid::is_absent(t1) {
+                return Ok(t1 & !tid::LOCK);
+            }
+            if tid::is_locked(t1) {
+                backoff(spin);
+                continue;
+            }
+            let hit = S::read_row(self.core, &mut self.local, t, rid, t1, out);
+            fence(Ordering::Acquire);
+            if r.tid.load(Ordering::Relaxed) == t1 {
+                hit_or_miss(&mut self.stats, hit);
+                return Ok(t1);
+            }
+        }
+        Err(Error::Abort(AbortReason::LockTimeout))
+    }
+
+    /// Read `key` (read-your-writes first); `Ok(false)` when absent.
+    fn get(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        let t = self.table(table)?;
+        Self::check_key(&t, key)?;
+        Self::check_row(&t, out.len())?;
+        self.check_access_limit()?;
+        let rid = t.lookup_or_create(key).ok_or(Error::Abort(AbortReason::OutOfSpace))?;
+        if let Some(i) = self.find_write(table.0, rid) {
+            let w = self.writes[i];
+            if w.deleted() {
+                return Ok(false);
+            }
+            out.copy_from_slice(&self.data[w.data_at..w.data_at + t.row_bytes]);
+            return Ok(true);
+        }
+        let observed = self.read_current(&t, rid, out)?;
+        self.reads.push(ReadItem { table: table.0, rid, observed });
+        Ok(!tid::is_absent(observed))
+    }
+
+    fn push_write(&mut self, t: &Table<S::TableExt>, key: u64, rid: u64, kind: WriteKind) {
+        let data_at = self.data.len();
+        self.data.resize(data_at + t.row_bytes, 0);
+        self.writes.push(WriteItem {
+            table: t.id.0,
+            key,
+            rid,
+            kind,
+            data_at,
+            locked: None,
+            aux: 0,
+        });
+    }
+
+    fn set_row(&mut self, i: usize, row: &[u8]) {
+        let at = self.writes[i].data_at;
+        self.data[at..at + row.len()].copy_from_slice(row);
+    }
+
+    fn update_or_delete(&mut self, table: TableId, key: u64, row: Option<&[u8]>) -> Result<()> {
+        let t = self.table(table)?;
+        Self::check_key(&t, key)?;
+        if let Some(r) = row {
+            Self::check_row(&t, r.len())?;
+        }
+        let not_found = || Error::KeyNotFound { table: t.schema.name.clone(), key };
+        // A missing key gets an absent record too: the read of its absence
+        // is validated, so a concurrent insert aborts us (phantom-safe).
+        let rid = t.lookup_or_create(key).ok_or(Error::Abort(AbortReason::OutOfSpace))?;
+        if let Some(i) = self.find_write(table.0, rid) {
+            match (self.writes[i].kind, row) {
+                (WriteKind::Delete, _) => return Err(not_found()),
+                (WriteKind::Insert, None) => {
+                    let w = self.writes.remove(i);
+                    if let Some(prev) = w.locked {
+                        S::on_unlock(self.core, &mut self.local, &t, rid);
+                        tid::unlock(&t.records.get(rid).tid, prev);
+                    }
+                }
+                (_, None) => self.writes[i].kind = WriteKind::Delete,
+                (_, Some(r)) => self.set_row(i, r),
+            }
+            return Ok(());
+        }
+        let mut scratch = std::mem::take(&mut self.row_buf);
+        scratch.resize(t.row_bytes, 0);
+        let present = self.get(table, key, &mut scratch);
+        self.row_buf = scratch;
+        if !present? {
+            return Err(not_found());
+        }
+        let kind = if row.is_some() { WriteKind::Update } else { WriteKind::Delete };
+        self.push_write(&t, key, rid, kind);
+        if let Some(r) = row {
+            self.set_row(self.writes.len() - 1, r);
+        }
+        Ok(())
+    }
+
+    fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        let t = self.table(table)?;
+        Self::check_key(&t, key)?;
+        Self::check_row(&t, row.len())?;
+        self.check_access_limit()?;
+        let duplicate = || Error::DuplicateKey { table: t.schema.name.clone(), key };
+        let rid = t.lookup_or_create(key).ok_or(Error::Abort(AbortReason::OutOfSpace))?;
+        if let Some(i) = self.find_write(table.0, rid) {
+            if !self.writes[i].deleted() {
+                return Err(duplicate());
+            }
+            self.writes[i].kind = WriteKind::Update;
+            self.set_row(i, row);
+            return Ok(());
+        }
+        let word = &t.records.get(rid).tid;
+        let cur = word.load(Ordering::Acquire);
+        if !tid::is_absent(cur) {
+            // The key exists: that is a read of it (validated at commit).
+            self.reads.push(ReadItem { table: table.0, rid, observed: cur & !tid::LOCK });
+            return Err(duplicate());
+        }
+        if tid::is_locked(cur)
+            || word
+                .compare_exchange(cur, cur | tid::LOCK, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
+            return Err(Error::Abort(AbortReason::InsertConflict));
+        }
+        S::on_lock(self.core, &mut self.local, &t, rid);
+        self.push_write(&t, key, rid, WriteKind::Insert);
+        let last = self.writes.len() - 1;
+        self.writes[last].locked = Some(cur);
+        self.set_row(last, row);
+        Ok(())
+    }
+
+    fn scan(
+        &mut self,
+        table: TableId,
+        range: RangeInclusive<u64>,
+        limit: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize> {
+        let t = self.table(table)?;
+        let (low, high) = (*range.start(), *range.end());
+        let mut row = vec![0u8; t.row_bytes];
+        let seen_at = self.seen.len();
+        let mut visited = 0;
+        let mut last = high;
+        let mut stopped = false;
+        let guard = scc::ebr::Guard::new();
+        for (&key, &rid) in t.index.range(low..=high, &guard) {
+            self.check_access_limit()?;
+            self.seen.push((key, rid));
+            last = key;
+            if self.visit(&t, rid, &mut row)? {
+                visited += 1;
+                if !f(key, &row) || visited >= limit {
+                    stopped = true;
+                    break;
+                }
+            }
+        }
+        drop(guard);
+        if !stopped {
+            last = high;
+        }
+        let seen_len = self.seen.len() - seen_at;
+        self.scans.push(ScanItem { table: table.0, low, high: last, seen_at, seen_len });
+        Ok(visited)
+    }
+
+    /// Read one record met by a scan; true when it has a live row in `row`.
+    fn visit(&mut self, t: &Table<S::TableExt>, rid: u64, row: &mut [u8]) -> Result<bool> {
+        if let Some(i) = self.find_write(t.id.0, rid) {
+            let w = self.writes[i];
+            if w.deleted() {
+                return Ok(false);
+            }
+            row.copy_from_slice(&self.data[w.data_at..w.data_at + t.row_bytes]);
+            return Ok(true);
+        }
+        let observed = self.read_current(t, rid, row)?;
+        self.reads.push(ReadItem { table: t.id.0, rid, observed });
+        Ok(!tid::is_absent(observed))
+    }
+
+    fn lookup_secondary(
+        &mut self,
+        table: TableId,
+        index: usize,
+        prefix: &[u8],
+        limit: usize,
+        out: &mut Vec<u64>,
+    ) -> Result<()> {
+        let t = self.table(table)?;
+        let s = t.secondary.get(index).ok_or_else(|| Error::InvalidSchema {
+            table: t.schema.name.clone(),
+            detail: format!("no secondary index #{index}"),
+        })?;
+        let entries = s.entries.read();
+        for (k, pk) in entries.range((prefix.to_vec(), 0)..) {
+            if !k.starts_with(prefix) || out.len() >= limit {
+                break;
+            }
+            out.push(*pk);
+        }
+        Ok(())
+    }
+}
+
+#[inline]
+pub(super) fn backoff(spin: u32) {
+    if spin % 1024 == 1023 {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
+
+/// The transaction handed to a body: a view of the worker.
+pub struct OccTxn<'w, 'e, S: Store> {
+    w: &'w mut OccWorker<'e, S>,
+}
+
+impl<S: Store> Transaction for OccTxn<'_, '_, S> {
+    fn get(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        self.w.get(table, key, out)
+    }
+    fn get_for_update(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        self.w.get(table, key, out)
+    }
+    fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        self.w.insert(table, key, row)
+    }
+    fn update(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        self.w.update_or_delete(table, key, Some(row))
+    }
+    fn delete(&mut self, table: TableId, key: u64) -> Result<()> {
+        self.w.update_or_delete(table, key, None)
+    }
+    fn scan(
+        &mut self,
+        table: TableId,
+        range: RangeInclusive<u64>,
+        limit: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize> {
+        self.w.scan(table, range, limit, f)
+    }
+    fn lookup_secondary(
+        &mut self,
+        table: TableId,
+        index: usize,
+        prefix: &[u8],
+        limit: usize,
+        out: &mut Vec<u64>,
+    ) -> Result<()> {
+        self.w.lookup_secondary(table, index, prefix, limit, out)
+    }
+}
+
+impl<S: Store> EngineWorker for OccWorker<'_, S> {
+    fn id(&self) -> usize {
+        self.id
+    }
+
+    fn execute(
+        &mut self,
+        opts: &TxnOptions,
+        body: &mut dyn FnMut(&mut dyn Transaction) -> Result<()>,
+    ) -> Result<CommitInfo> {
+        self.durability = opts.durability.unwrap_or(self.core.config.durability);
+        self.begin();
+        let result = body(&mut OccTxn { w: self }).and_then(|()| {
+            if opts.read_only && !self.writes.is_empty() {
+                return Err(Error::Unsupported("a read-only transaction wrote".into()));
+            }
+            self.commit()
+        });
+        if result.is_err() {
+            self.unlock_all();
+        }
+        self.end();
+        if result.is_ok() {
+            S::after_commit(self.core, &mut self.local);
+        }
+        result
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        S::sync(self.core, &mut self.local)
+    }
+
+    fn counters(&self) -> CounterSnapshot {
+        S::counters(self.core, &self.local)
+    }
+
+    fn cache_stats(&self) -> CacheStats {
+        self.stats
+    }
+}
+
+impl<S: Store> Drop for OccWorker<'_, S> {
+    fn drop(&mut self) {
+        // Make lazily committed transactions durable before the worker goes.
+        let _ = S::sync(self.core, &mut self.local);
+        self.core.release_worker(self.id);
+    }
+}

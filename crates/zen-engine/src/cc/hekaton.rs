@@ -1,0 +1,50 @@
+//! Hekaton (Larson et al., VLDB '11): multi-version optimistic concurrency
+//! control with versions in the Met-Cache.
+//!
+//! CC-META
+//!   `cc[0]` version word (wts = the version's Tx-CTS, and the install latch)
+//!   `cc[2]`, `cc[3]` older / newer version, as in `mvcc.rs`
+//!
+//! PHASES
+//!   begin     read timestamp = the clock now (no clock increment)
+//!   read      the newest version with wts ≤ read timestamp (a snapshot)
+//!   write     buffered
+//!   commit    latch the newest version of each written record; abort if it is
+//!             newer than the snapshot (first committer wins) → draw the end
+//!             timestamp (Tx-CTS) → validate: every version read is still the
+//!             newest (serializable validation) and scanned ranges are unchanged
+//!             → persist → install new versions linked to the old ones.
+//!
+//! GUARANTEES
+//!   Serializable (by end timestamp). Read-only transactions that only read
+//!   committed snapshots still validate (Hekaton's serializable mode).
+//!
+//! WHAT IT DOES NOT DO
+//!   Speculative reads of uncommitted versions and commit dependencies:
+//!   versions become visible only when installed after persisting.
+
+use super::Protocol;
+use super::silo;
+use crate::config::CcKind;
+use crate::error::AbortReason;
+use crate::ts::Clock;
+
+pub struct Hekaton;
+
+impl Protocol for Hekaton {
+    const KIND: CcKind = CcKind::Hekaton;
+    const MULTI_VERSION: bool = true;
+    const MV_VALIDATION: bool = true;
+
+    fn begin_ts(clock: &Clock, _worker: usize, _local: &mut u64) -> Option<u64> {
+        Some(clock.now())
+    }
+
+    fn may_supersede(txn_ts: Option<u64>, head: u64, _rts: u64) -> Result<(), AbortReason> {
+        let snapshot = txn_ts.expect("Hekaton reads at a snapshot");
+        if silo::cts_of(head) > snapshot {
+            return Err(AbortReason::WriteLocked);
+        }
+        Ok(())
+    }
+}

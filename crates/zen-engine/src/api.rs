@@ -142,16 +142,108 @@ pub trait EngineWorker: Send {
     ) -> Result<CommitInfo>;
     /// Make every commit of this worker durable (one fence).
     fn sync(&mut self) -> Result<()>;
+    /// Explicit transactions (see [`Txn`]): begin one. Engines that only
+    /// offer `execute` return `Unsupported`.
+    fn begin_txn(&mut self, _opts: &TxnOptions) -> Result<()> {
+        Err(Error::Unsupported("explicit transactions: use execute/run".into()))
+    }
+    /// The transaction opened by `begin_txn`.
+    fn current_txn(&mut self) -> Option<&mut dyn Transaction> {
+        None
+    }
+    /// Commit the transaction opened by `begin_txn` (an error aborts it).
+    fn commit_txn(&mut self) -> Result<CommitInfo> {
+        Err(Error::Unsupported("explicit transactions: use execute/run".into()))
+    }
+    /// Abort the transaction opened by `begin_txn` (nothing reaches NVM).
+    fn abort_txn(&mut self) {}
     /// This worker's NVM counters.
     fn counters(&self) -> CounterSnapshot;
     /// This worker's cache counters.
     fn cache_stats(&self) -> CacheStats;
 }
 
+/// An explicit transaction: `worker.begin(opts)`, then the [`Transaction`]
+/// operations on it, then `commit()` or `abort()`; dropping it without
+/// committing aborts it.
+pub struct Txn<'w, 'e> {
+    worker: &'w mut (dyn EngineWorker + 'e),
+    open: bool,
+}
+
+impl<'w, 'e> Txn<'w, 'e> {
+    pub fn commit(mut self) -> Result<CommitInfo> {
+        self.open = false;
+        self.worker.commit_txn()
+    }
+
+    pub fn abort(mut self) {
+        self.open = false;
+        self.worker.abort_txn();
+    }
+}
+
+impl Txn<'_, '_> {
+    fn inner(&mut self) -> &mut dyn Transaction {
+        self.worker.current_txn().expect("a Txn exists only while its transaction is open")
+    }
+}
+
+impl Transaction for Txn<'_, '_> {
+    fn get(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        self.inner().get(table, key, out)
+    }
+    fn get_for_update(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        self.inner().get_for_update(table, key, out)
+    }
+    fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        self.inner().insert(table, key, row)
+    }
+    fn update(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        self.inner().update(table, key, row)
+    }
+    fn delete(&mut self, table: TableId, key: u64) -> Result<()> {
+        self.inner().delete(table, key)
+    }
+    fn scan(
+        &mut self,
+        table: TableId,
+        range: RangeInclusive<u64>,
+        limit: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize> {
+        self.inner().scan(table, range, limit, f)
+    }
+    fn lookup_secondary(
+        &mut self,
+        table: TableId,
+        index: usize,
+        prefix: &[u8],
+        limit: usize,
+        out: &mut Vec<u64>,
+    ) -> Result<()> {
+        self.inner().lookup_secondary(table, index, prefix, limit, out)
+    }
+}
+
+impl Drop for Txn<'_, '_> {
+    fn drop(&mut self) {
+        if self.open {
+            self.worker.abort_txn();
+        }
+    }
+}
+
 /// Most attempts `run` makes before giving up on retryable aborts.
 pub const MAX_ATTEMPTS: u32 = 1000;
 
-impl dyn EngineWorker + '_ {
+impl<'e> dyn EngineWorker + 'e {
+    /// Begin an explicit transaction (drop = abort).
+    pub fn begin(&mut self, opts: &TxnOptions) -> Result<Txn<'_, 'e>> {
+        self.begin_txn(opts)?;
+        Ok(Txn { worker: self, open: true })
+    }
+
     /// Run `body` as a transaction, retrying retryable aborts up to
     /// [`MAX_ATTEMPTS`] times with a short growing back-off. Returns the body's
     /// value from the attempt that committed.

@@ -113,19 +113,33 @@ impl CcKind {
     /// One line: family and guarantees.
     pub fn describe(self) -> &'static str {
         match self {
-            CcKind::NoWait => "2PL, abort on conflict: serializable, strict; phantoms caught by commit-time re-scan",
-            CcKind::WaitDie => "2PL, older waits / younger dies: serializable, strict; phantoms caught by re-scan",
-            CcKind::DlDetect => "2PL with waits-for-graph deadlock detection: serializable, strict; phantoms caught by re-scan",
-            CcKind::Occ => "Kung-Robinson OCC, serial validation: serializable, strict; phantom-safe (re-scan)",
+            CcKind::NoWait => {
+                "2PL, abort on conflict: serializable, strict; phantoms caught by commit-time re-scan"
+            }
+            CcKind::WaitDie => {
+                "2PL, older waits / younger dies: serializable, strict; phantoms caught by re-scan"
+            }
+            CcKind::DlDetect => {
+                "2PL with waits-for-graph deadlock detection: serializable, strict; phantoms caught by re-scan"
+            }
+            CcKind::Occ => {
+                "Kung-Robinson OCC, serial validation: serializable, strict; phantom-safe (re-scan)"
+            }
             CcKind::Silo => {
                 "single-version OCC (Silo): serializable, strict; scans re-validated at commit (phantom-safe)"
             }
-            CcKind::Tictoc => "TicToc, data-driven timestamps: serializable, strict; phantom-safe (re-scan)",
+            CcKind::Tictoc => {
+                "TicToc, data-driven timestamps: serializable, strict; phantom-safe (re-scan)"
+            }
             CcKind::Mvcc => {
                 "multi-version timestamp ordering, versions in the Met-Cache: serializable; phantom-safe (scan read timestamps)"
             }
-            CcKind::Hekaton => "multi-version OCC (Hekaton): serializable snapshot + read validation; phantom-safe (re-scan)",
-            CcKind::Cicada => "multi-version TO with per-worker clocks and early abort (Cicada): serializable",
+            CcKind::Hekaton => {
+                "multi-version OCC (Hekaton): serializable snapshot + read validation; phantom-safe (re-scan)"
+            }
+            CcKind::Cicada => {
+                "multi-version TO with per-worker clocks and early abort (Cicada): serializable"
+            }
             CcKind::Hstore => "partition locks (H-Store): serializable; phantoms caught by re-scan",
         }
     }
@@ -240,6 +254,8 @@ pub struct EngineConfig {
     pub persist_order: Vec<String>,
     /// Create a new pool (true) or open and recover an existing one (false).
     pub create: bool,
+    /// Most tuples one transaction may read and write (default 65,536).
+    pub max_access_set: usize,
     /// Partitions of `hstore` (default: `max_workers`).
     pub hstore_partitions: Option<usize>,
     /// Bug injection for the verification suite only (`None` otherwise).
@@ -276,6 +292,7 @@ impl Default for EngineConfig {
             recovery_threads: None,
             persist_order: Vec::new(),
             create: true,
+            max_access_set: 1 << 16,
             hstore_partitions: None,
             fault: None,
             checkpoint_interval_ms: None,
@@ -324,6 +341,9 @@ impl EngineConfig {
                 crate::cc::two_phase::MAX_LOCKING_WORKERS
             ));
         }
+        if self.max_access_set == 0 {
+            return bad("max access set must be at least 1".into());
+        }
         if self.hstore_partitions == Some(0) {
             return bad("hstore needs at least one partition".into());
         }
@@ -353,7 +373,8 @@ impl EngineConfig {
         }
         if self.engine == EngineKind::Ideal && !self.create {
             return bad(
-                "--engine ideal has no persistence and no recovery: there is no pool to open".into(),
+                "--engine ideal has no persistence and no recovery: there is no pool to open"
+                    .into(),
             );
         }
         let fault_engine = self.fault.map(Fault::engine);

@@ -4,14 +4,16 @@
 
 pub mod api;
 pub mod config;
+pub mod db;
 pub mod error;
 pub mod schema;
 
 pub use api::{
     CacheStats, CommitInfo, Durability, Engine, EngineStatus, EngineWorker, RecoveryReport,
-    TableId, TableStatus, Transaction, TxnOptions, user_abort,
+    TableId, TableStatus, Transaction, Txn, TxnOptions, user_abort,
 };
 pub use config::{BaselineFault, CcKind, EngineConfig, EngineKind, Fault};
+pub use db::{Db, DbBuilder};
 pub use error::{AbortReason, Error, Result};
 pub use schema::{Column, ColumnType, SecondaryIndex, TableSchema};
 

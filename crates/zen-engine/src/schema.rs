@@ -63,7 +63,12 @@ pub struct TableSchema {
 
 impl TableSchema {
     pub fn new(name: impl Into<String>) -> Self {
-        TableSchema { name: name.into(), columns: Vec::new(), secondary: Vec::new(), partition_shift: 0 }
+        TableSchema {
+            name: name.into(),
+            columns: Vec::new(),
+            secondary: Vec::new(),
+            partition_shift: 0,
+        }
     }
 
     pub fn column(mut self, name: impl Into<String>, ty: ColumnType) -> Self {
@@ -130,7 +135,10 @@ impl TableSchema {
             }
         }
         if self.partition_shift >= 64 {
-            return Err(invalid(format!("partition shift {} must be below 64", self.partition_shift)));
+            return Err(invalid(format!(
+                "partition shift {} must be below 64",
+                self.partition_shift
+            )));
         }
         if self.row_size() > MAX_ROW_BYTES {
             return Err(invalid(format!(

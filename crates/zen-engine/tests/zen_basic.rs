@@ -180,3 +180,60 @@ fn committed_state_survives_clean_reopen_and_crash_with(cc: CcKind) {
         }
     }
 }
+
+#[test]
+fn explicit_transactions_commit_and_abort_on_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = zen_engine::Db::builder()
+        .pool(dir.path().join("db.pool"))
+        .pool_size_bytes(16 << 20)
+        .config(|c| c.page_size_bytes = 64 << 10)
+        .max_workers(4)
+        .create()
+        .unwrap();
+    let t = db.create_table(&accounts()).unwrap();
+    let other = db.clone();
+    std::thread::spawn(move || other.table_id("accounts").unwrap()).join().unwrap();
+    let mut w = db.worker().unwrap();
+    use zen_engine::Transaction;
+    {
+        let mut tx = w.begin(&TxnOptions::default()).unwrap();
+        tx.insert(t, 1, &row(10)).unwrap();
+        tx.commit().unwrap();
+    }
+    {
+        let mut tx = w.begin(&TxnOptions::default()).unwrap();
+        tx.update(t, 1, &row(20)).unwrap();
+        // dropped without commit: aborted
+    }
+    {
+        let mut tx = w.begin(&TxnOptions::default()).unwrap();
+        tx.update(t, 1, &row(30)).unwrap();
+        tx.abort();
+    }
+    let mut out = vec![0u8; ROW];
+    assert!(w.run(&TxnOptions::default(), |tx| tx.get(t, 1, &mut out)).unwrap());
+    assert_eq!(value(&out), 10);
+    drop(w);
+    db.close().unwrap();
+    let db = zen_engine::Db::builder().pool(dir.path().join("db.pool")).open().unwrap();
+    let t = db.table_id("accounts").unwrap();
+    let mut w = db.worker().unwrap();
+    assert!(w.run(&TxnOptions::default(), |tx| tx.get(t, 1, &mut out)).unwrap());
+    assert_eq!(value(&out), 10);
+}
+
+#[test]
+fn access_set_over_its_limit_is_a_typed_error() {
+    for cc in CcKind::ALL {
+        let config = zen_engine::EngineConfig { max_access_set: 10, ..dram_config(cc) };
+        let engine = zen_engine::open(&config).unwrap();
+        let t = engine.create_table(&accounts()).unwrap();
+        let mut w = engine.worker().unwrap();
+        let r =
+            w.run(&TxnOptions::default(), |tx| (0..11).try_for_each(|k| tx.insert(t, k, &row(1))));
+        assert!(matches!(r, Err(Error::AccessSetFull { limit: 10 })), "{cc:?}: {r:?}");
+        w.run(&TxnOptions::default(), |tx| (0..5).try_for_each(|k| tx.insert(t, k, &row(1))))
+            .unwrap();
+    }
+}

@@ -131,7 +131,10 @@ fn bank_total_survives_recovery_and_a_small_cache_with(cc: CcKind) {
     // Four workers touched the table, each bounded by its 8 KiB budget (a
     // region's capacity is twice its budget: retired entries await reuse).
     let budget_entries_per_region = status.cache_entries_capacity / 8 / 2;
-    assert!(status.cache_entries_used <= 4 * budget_entries_per_region, "cache not bounded: {status:?}");
+    assert!(
+        status.cache_entries_used <= 4 * budget_entries_per_region,
+        "cache not bounded: {status:?}"
+    );
     assert!(status.gc_reclaimed_slots > 0, "GC reclaimed nothing: {status:?}");
     engine.abandon();
     let engine = zen_engine::open(&fs_config(dir.path(), false, cc)).unwrap();

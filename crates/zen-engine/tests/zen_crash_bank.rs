@@ -45,8 +45,10 @@ fn run_bank<P: Protocol>() -> (zen_pmem::sim::Trace, Vec<(u64, u64)>) {
     let receipts = e.create_table(&orders()).unwrap();
     {
         let mut w = e.worker().unwrap();
-        w.run(&TxnOptions::default(), |tx| (0..ACCOUNTS).try_for_each(|k| tx.insert(accounts, k, &row(INITIAL))))
-            .unwrap();
+        w.run(&TxnOptions::default(), |tx| {
+            (0..ACCOUNTS).try_for_each(|k| tx.insert(accounts, k, &row(INITIAL)))
+        })
+        .unwrap();
         w.sync().unwrap();
         w.sync().unwrap();
     }
@@ -89,7 +91,10 @@ fn run_bank<P: Protocol>() -> (zen_pmem::sim::Trace, Vec<(u64, u64)>) {
 }
 
 /// The oracle (module docs) on one recovered engine.
-fn check<P: Protocol>(engine: &ZenEngine<SimBackend, P>, acked_receipts: usize) -> Result<(), String> {
+fn check<P: Protocol>(
+    engine: &ZenEngine<SimBackend, P>,
+    acked_receipts: usize,
+) -> Result<(), String> {
     let e: &dyn Engine = engine;
     e.check_invariants().map_err(|x| format!("structure: {x}"))?;
     let state = read_state(e);
@@ -112,10 +117,13 @@ fn check<P: Protocol>(engine: &ZenEngine<SimBackend, P>, acked_receipts: usize) 
         }
     }
     if present < acked_receipts {
-        return Err(format!("{present} receipts survived, {acked_receipts} transfers were acknowledged"));
+        return Err(format!(
+            "{present} receipts survived, {acked_receipts} transfers were acknowledged"
+        ));
     }
     let mut w = e.worker().map_err(|x| x.to_string())?;
-    w.run(&TxnOptions::default(), |tx| tx.insert(TableId(1), 99_999, &row(1))).map_err(|x| format!("liveness: {x}"))
+    w.run(&TxnOptions::default(), |tx| tx.insert(TableId(1), 99_999, &row(1)))
+        .map_err(|x| format!("liveness: {x}"))
 }
 
 fn campaign<P: Protocol>() {
@@ -133,7 +141,13 @@ fn campaign<P: Protocol>() {
             })
             .unwrap_or_else(|f| panic!("bank/{} ({}): {f}", P::KIND.name(), mode.name()));
         assert!(stats.points > 2 * PER_WORKER, "{}: {stats:?}", P::KIND.name());
-        eprintln!("bank/{} {}: {} crash points, {} images, 0 failures", P::KIND.name(), mode.name(), stats.points, stats.images);
+        eprintln!(
+            "bank/{} {}: {} crash points, {} images, 0 failures",
+            P::KIND.name(),
+            mode.name(),
+            stats.points,
+            stats.images
+        );
     }
 }
 

@@ -92,10 +92,14 @@ fn timestamps_are_monotone_per_worker_and_newer_versions_are_larger() {
                 })
             })
             .collect();
-        let per_thread: Vec<Vec<(i64, u64)>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let per_thread: Vec<Vec<(i64, u64)>> =
+            handles.into_iter().map(|h| h.join().unwrap()).collect();
         for commits in &per_thread {
             // One thread is one worker for its whole life: its Tx-CTS increase.
-            assert!(commits.windows(2).all(|p| p[0].1 < p[1].1), "{cc:?}: per-worker Tx-CTS not increasing");
+            assert!(
+                commits.windows(2).all(|p| p[0].1 < p[1].1),
+                "{cc:?}: per-worker Tx-CTS not increasing"
+            );
         }
         let mut all: Vec<(i64, u64)> = per_thread.into_iter().flatten().collect();
         all.sort();

@@ -112,7 +112,8 @@ impl<B: PmemBackend, P: Protocol> ZenEngine<B, P> {
         catalog::write(&pool, zen_pmem::SYSTEM_THREAD, &doc)?;
         let regions = config.max_workers;
         let data = config.expected_data_bytes.unwrap_or(0);
-        let shared = Shared::new(pool, config, regions, floor_page, Clock::resume_above(0), None, data);
+        let shared =
+            Shared::new(pool, config, regions, floor_page, Clock::resume_above(0), None, data);
         Ok(ZenEngine { shared: Arc::new(shared), protocol: std::marker::PhantomData })
     }
 

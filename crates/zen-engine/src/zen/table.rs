@@ -78,7 +78,10 @@ impl PrimaryIndex {
     }
 
     /// (key, record id) pairs with keys in `range`, in key order.
-    pub fn range(&self, range: std::ops::RangeInclusive<u64>) -> impl Iterator<Item = (u64, u64)> + '_ {
+    pub fn range(
+        &self,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.map.range(range).map(|e| (*e.key(), *e.value()))
     }
 

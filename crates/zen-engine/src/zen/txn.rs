@@ -19,14 +19,12 @@ use zen_pmem::PmemBackend;
 use super::Shared;
 use super::cache::{Alloc, FLAG_CLOCK, FLAG_COPY, LOC_EMPTY, loc_cached, loc_entry};
 use super::table::Table;
-use crate::api::{CacheStats, Durability, TableId};
+use crate::api::{CacheStats, Durability, TableId, TxnOptions};
 use crate::cc::{Protocol, silo};
 use crate::error::{AbortReason, Error, Result};
 use crate::heap::{self, SlotHeader};
 use crate::schema::MAX_KEY;
 
-/// Most tuples one transaction may read and write.
-pub const MAX_ACCESS: usize = 1 << 16;
 /// Spins on a locked tuple before giving up.
 const SPIN_LIMIT: u32 = 1 << 16;
 /// Garbage items examined per table per transaction.
@@ -107,6 +105,8 @@ pub struct ZenWorker<'e, B: PmemBackend, P: Protocol> {
     /// Wait-die: the priority a transaction that died restarts with, so that it
     /// ages and eventually wins (no starvation).
     kept_priority: Option<u64>,
+    /// The options of the explicit transaction open on this worker, if any.
+    explicit: Option<TxnOptions>,
     protocol: std::marker::PhantomData<P>,
 }
 
@@ -138,6 +138,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             partitions: Vec::new(),
             last_wts: 0,
             kept_priority: None,
+            explicit: None,
             protocol: std::marker::PhantomData,
         }
     }
@@ -412,8 +413,9 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
     }
 
     fn check_access_limit(&self) -> Result<()> {
-        if self.reads.len() + self.writes.len() >= MAX_ACCESS {
-            return Err(Error::AccessSetFull { limit: MAX_ACCESS });
+        let limit = self.s.config.max_access_set;
+        if self.reads.len() + self.writes.len() >= limit {
+            return Err(Error::AccessSetFull { limit });
         }
         Ok(())
     }
@@ -428,7 +430,13 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         self.get_impl(table, key, out, true)
     }
 
-    fn get_impl(&mut self, table: TableId, key: u64, out: &mut [u8], for_update: bool) -> Result<bool> {
+    fn get_impl(
+        &mut self,
+        table: TableId,
+        key: u64,
+        out: &mut [u8],
+        for_update: bool,
+    ) -> Result<bool> {
         let t = self.table(table)?;
         Self::check_key(&t, key)?;
         Self::check_row(&t, out.len())?;
@@ -544,7 +552,9 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         // since: the read is stale, so this is a conflict (retryable), not a
         // duplicate the caller made.
         let read_absent = self.reads.iter().any(|r| {
-            r.table == table.0 && r.rid == rid && (r.loc == LOC_EMPTY || r.observed & silo::ABSENT != 0)
+            r.table == table.0
+                && r.rid == rid
+                && (r.loc == LOC_EMPTY || r.observed & silo::ABSENT != 0)
         });
         let locked = self.lock_for_insert(&t, rid, key).map_err(|e| match e {
             Error::DuplicateKey { .. } if read_absent => Error::Abort(AbortReason::InsertConflict),

@@ -130,7 +130,11 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         let validate_reads = !(P::LOCKING.is_some() || P::PARTITIONED || P::TIMESTAMP_ORDERING);
         if validate_reads {
             for r in &self.reads {
-                let ok = if P::TICTOC { self.tictoc_read_valid(r, logical) } else { self.read_still_valid(r) };
+                let ok = if P::TICTOC {
+                    self.tictoc_read_valid(r, logical)
+                } else {
+                    self.read_still_valid(r)
+                };
                 if !ok {
                     return Err(Error::Abort(AbortReason::ReadValidation));
                 }
@@ -148,7 +152,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         for w in &self.writes {
             let (loc, _) = w.locked.expect("locked at commit");
             let (owner, idx) = loc_entry(loc).expect("locked records are cached");
-            let rts = self.tables[w.table as usize].caches[owner].entry(idx).cc[2].load(Ordering::Acquire);
+            let rts = self.tables[w.table as usize].caches[owner].entry(idx).cc[2]
+                .load(Ordering::Acquire);
             ts = ts.max(rts + 1);
         }
         ts
@@ -162,7 +167,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         }
         let Some((w, idx)) = loc_entry(r.loc) else { return r.loc == LOC_EMPTY };
         let e = t.caches[w].entry(idx);
-        let mine = self.writes.iter().any(|x| x.table == r.table && x.rid == r.rid && x.locked.is_some());
+        let mine =
+            self.writes.iter().any(|x| x.table == r.table && x.rid == r.rid && x.locked.is_some());
         loop {
             let word = e.cc[0].load(Ordering::Acquire);
             if word & !silo::LOCK != r.observed || e.cc[1].load(Ordering::Acquire) != r.wts {
@@ -175,7 +181,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             if word & silo::LOCK != 0 {
                 return false;
             }
-            if e.cc[2].compare_exchange(rts, commit_ts, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            if e.cc[2].compare_exchange(rts, commit_ts, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            {
                 self.s.tictoc_high.fetch_max(commit_ts, Ordering::AcqRel);
                 // Re-check that no writer slipped in between (its install
                 // changes the version word).
@@ -573,6 +580,44 @@ impl<B: PmemBackend, P: Protocol> EngineWorker for ZenWorker<'_, B, P> {
         self.s.pool.persister(self.thread).fence();
         self.after_fence();
         Ok(())
+    }
+
+    fn begin_txn(&mut self, opts: &TxnOptions) -> Result<()> {
+        if self.explicit.is_some() {
+            return Err(Error::Unsupported("a transaction is already open on this worker".into()));
+        }
+        self.durability = opts.durability.unwrap_or(self.s.config.durability);
+        let txns = &self.s.txns[self.id];
+        txns.store(txns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.begin();
+        self.explicit = Some(*opts);
+        Ok(())
+    }
+
+    fn current_txn(&mut self) -> Option<&mut dyn Transaction> {
+        if self.explicit.is_some() { Some(self) } else { None }
+    }
+
+    fn commit_txn(&mut self) -> Result<CommitInfo> {
+        let opts =
+            self.explicit.take().ok_or_else(|| Error::Unsupported("no open transaction".into()))?;
+        let result = if opts.read_only && !self.writes.is_empty() {
+            Err(Error::Unsupported("a read-only transaction wrote".into()))
+        } else {
+            self.commit()
+        };
+        if result.is_err() {
+            self.abort();
+        }
+        self.end();
+        result
+    }
+
+    fn abort_txn(&mut self) {
+        if self.explicit.take().is_some() {
+            self.abort();
+            self.end();
+        }
     }
 
     fn counters(&self) -> CounterSnapshot {

@@ -124,6 +124,44 @@ pub struct ZenTxn<'w, 'e, B: PmemBackend, P: Protocol> {
     pub(super) w: &'w mut ZenWorker<'e, B, P>,
 }
 
+/// The worker is also the explicit transaction's handle (`begin_txn`).
+impl<B: PmemBackend, P: Protocol> Transaction for ZenWorker<'_, B, P> {
+    fn get(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        ZenWorker::get(self, table, key, out)
+    }
+    fn get_for_update(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        ZenWorker::get_for_update(self, table, key, out)
+    }
+    fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        ZenWorker::insert(self, table, key, row)
+    }
+    fn update(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        self.update_or_delete(table, key, Some(row))
+    }
+    fn delete(&mut self, table: TableId, key: u64) -> Result<()> {
+        self.update_or_delete(table, key, None)
+    }
+    fn scan(
+        &mut self,
+        table: TableId,
+        range: RangeInclusive<u64>,
+        limit: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize> {
+        ZenWorker::scan(self, table, range, limit, f)
+    }
+    fn lookup_secondary(
+        &mut self,
+        table: TableId,
+        index: usize,
+        prefix: &[u8],
+        limit: usize,
+        out: &mut Vec<u64>,
+    ) -> Result<()> {
+        ZenWorker::lookup_secondary(self, table, index, prefix, limit, out)
+    }
+}
+
 impl<B: PmemBackend, P: Protocol> Transaction for ZenTxn<'_, '_, B, P> {
     fn get(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
         self.w.get(table, key, out)

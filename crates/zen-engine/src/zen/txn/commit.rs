@@ -631,7 +631,10 @@ impl<B: PmemBackend, P: Protocol> EngineWorker for ZenWorker<'_, B, P> {
 
 impl<B: PmemBackend, P: Protocol> Drop for ZenWorker<'_, B, P> {
     fn drop(&mut self) {
-        // Make lazily committed transactions durable before the worker goes.
+        // Make lazily committed transactions durable before the worker goes;
+        // the second fence also covers the slot zeroing the first one's
+        // maintenance issued, so nothing of this worker is left pending.
+        let _ = EngineWorker::sync(self);
         let _ = EngineWorker::sync(self);
         self.s.release_worker(self.id);
     }

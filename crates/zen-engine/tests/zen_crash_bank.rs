@@ -129,7 +129,9 @@ fn check<P: Protocol>(
 fn campaign<P: Protocol>() {
     let (trace, _) = run_bank::<P>();
     let seed = seed_from_env(0xBA4C);
-    for (mode, budget) in [(CrashMode::Strict, 48), (CrashMode::Paranoid, 12)] {
+    for (mode, budget) in
+        [(CrashMode::Strict, 48), (CrashMode::Paranoid, 12), (CrashMode::Eadr, 12)]
+    {
         let stats = trace
             .check(CheckPlan::new(mode, budget, seed), |point, image| {
                 let acked = point.acked_txns().count();

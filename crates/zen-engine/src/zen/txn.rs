@@ -165,7 +165,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             Some(ts) if P::TIMESTAMP_ORDERING => ts,
             _ => self.s.clock.tick(),
         };
-        if P::LOCKING.is_some() {
+        if P::LOCKING.is_some() || P::PARTITIONED {
             let priority = self.kept_priority.take().unwrap_or(self.begin_ts);
             self.s.lock_priority[self.id].store(priority, Ordering::Release);
         }

@@ -284,9 +284,11 @@ pub fn campaign_with<P: Protocol>(sc: &Scenario) -> Result<(), String> {
     let name = &format!("{}/{}", sc.name, P::KIND.name());
     let (trace, models) = record::<P>(sc)?;
     let seed = seed_from_env(0x5EED);
-    for (mode, budget) in
-        [(CrashMode::Strict, sc.strict_budget), (CrashMode::Paranoid, sc.paranoid_budget)]
-    {
+    for (mode, budget) in [
+        (CrashMode::Strict, sc.strict_budget),
+        (CrashMode::Paranoid, sc.paranoid_budget),
+        (CrashMode::Eadr, sc.paranoid_budget),
+    ] {
         let stats = trace
             .check(CheckPlan::new(mode, budget, seed), |point, image| {
                 let acked: Vec<u64> = point.acked_txns().collect();

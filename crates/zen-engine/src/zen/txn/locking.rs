@@ -151,7 +151,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         for p in self.partitions.drain(..) {
             self.s.partition_locks[p].store(0, Ordering::Release);
         }
-        if P::LOCKING.is_some() {
+        if P::LOCKING.is_some() || P::PARTITIONED {
             self.s.lock_priority[self.id].store(u64::MAX, Ordering::Release);
         }
     }
@@ -168,11 +168,16 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         }
     }
 
-    /// H-Store: hold the partition of `key` in `t` (bounded wait, then abort).
+    /// H-Store: hold the partition of `key` in `t`. Partitions are discovered
+    /// on the fly, so there is no global acquisition order: conflicts follow
+    /// wait-die (an older transaction waits, a younger one aborts and retries
+    /// with its old priority), which rules out both deadlock and the livelock
+    /// of two transactions that each hold the partition the other wants.
     pub(super) fn lock_partition(&mut self, t: &Table, key: u64) -> Result<()> {
         let p = hstore::partition_of(key, t.schema.partition_shift, self.s.partition_locks.len());
         let me = self.id as u64 + 1;
         let word = &self.s.partition_locks[p];
+        let mine = self.s.lock_priority[self.id].load(Ordering::Acquire);
         for spin in 0..SPIN_LIMIT {
             match word.compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
@@ -180,8 +185,15 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                     return Ok(());
                 }
                 Err(holder) if holder == me => return Ok(()),
-                Err(_) if spin > 4096 => break,
-                Err(_) => backoff(spin),
+                Err(0) => {}
+                Err(holder) => {
+                    let theirs = self.s.lock_priority[holder as usize - 1].load(Ordering::Acquire);
+                    if theirs < mine {
+                        self.kept_priority = Some(mine);
+                        return Err(Error::Abort(AbortReason::Deadlock));
+                    }
+                    backoff(spin);
+                }
             }
         }
         Err(Error::Abort(AbortReason::LockTimeout))

@@ -206,7 +206,7 @@ fn check_ours(history: &[TxnRecord]) -> Result<usize, String> {
     }
     let n = history.len();
     let mut adj = vec![Vec::new(); n];
-    for (&(a, b), _) in &edges {
+    for &(a, b) in edges.keys() {
         adj[a].push(b);
     }
     // Any cycle? (iterative DFS with colours)

@@ -64,16 +64,14 @@ fn run_bank<P: Protocol>() -> (zen_pmem::sim::Trace, Vec<(u64, u64)>) {
                     let (mut a, mut b) = (vec![0u8; ROW], vec![0u8; ROW]);
                     for seq in 0..PER_WORKER {
                         let (from, to, amount) = transfer(i as u64, seq);
-                        let cts = w
-                            .run(&TxnOptions::default(), |tx| {
-                                tx.get_for_update(accounts, from, &mut a)?;
-                                tx.get_for_update(accounts, to, &mut b)?;
-                                tx.update(accounts, from, &row(value(&a) - amount))?;
-                                tx.update(accounts, to, &row(value(&b) + amount))?;
-                                tx.insert(receipts, receipt_key(i as u64, seq), &row(amount))?;
-                                Ok(())
-                            })
-                            .map(|()| ());
+                        let cts = w.run(&TxnOptions::default(), |tx| {
+                            tx.get_for_update(accounts, from, &mut a)?;
+                            tx.get_for_update(accounts, to, &mut b)?;
+                            tx.update(accounts, from, &row(value(&a) - amount))?;
+                            tx.update(accounts, to, &row(value(&b) + amount))?;
+                            tx.insert(receipts, receipt_key(i as u64, seq), &row(amount))?;
+                            Ok(())
+                        });
                         cts.unwrap();
                         done.push((receipt_key(i as u64, seq), 0));
                     }

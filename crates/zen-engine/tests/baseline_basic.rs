@@ -135,6 +135,32 @@ fn crud_scans_and_secondary_indexes_on_every_baseline() {
 }
 
 #[test]
+fn explicit_transactions_commit_and_drop_aborts() {
+    use zen_engine::Transaction;
+    for kind in BASELINES {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(kind, dir.path(), true);
+        let t = engine.create_table(&accounts()).unwrap();
+        let mut w = engine.worker().unwrap();
+        let mut tx = w.begin(&immediate()).unwrap();
+        tx.insert(t, 1, &row(10)).unwrap();
+        tx.insert(t, 2, &row(20)).unwrap();
+        let info = tx.commit().unwrap();
+        assert_eq!(info.writes, 2);
+        let mut tx = w.begin(&opts()).unwrap();
+        tx.update(t, 1, &row(-1)).unwrap();
+        drop(tx);
+        let mut tx = w.begin(&opts()).unwrap();
+        let mut out = vec![0u8; ROW];
+        assert!(tx.get(t, 1, &mut out).unwrap());
+        assert_eq!(value(&out), 10, "{}: a dropped transaction left a write", kind.name());
+        tx.abort();
+        drop(w);
+        engine.check_invariants().unwrap();
+    }
+}
+
+#[test]
 fn bad_input_gives_typed_errors() {
     for kind in BASELINES {
         let dir = tempfile::tempdir().unwrap();
@@ -172,7 +198,11 @@ fn configurations_that_make_no_sense_are_refused() {
     };
     let ideal = config(EngineKind::Ideal, dir.path(), true);
     refused(
-        zen_engine::EngineConfig { pmem: BackendKind::Fs, pool: Some(dir.path().join("x")), ..ideal.clone() },
+        zen_engine::EngineConfig {
+            pmem: BackendKind::Fs,
+            pool: Some(dir.path().join("x")),
+            ..ideal.clone()
+        },
         "--pmem dram",
     );
     refused(zen_engine::EngineConfig { create: false, ..ideal.clone() }, "no recovery");
@@ -247,7 +277,8 @@ fn persistent_baselines_survive_close_and_kill() {
         let other = if kind == EngineKind::Mmdb { EngineKind::Wbl } else { EngineKind::Mmdb };
         let wrong = zen_engine::open(&config(other, dir.path(), false)).err().unwrap();
         assert!(matches!(wrong, Error::WrongEngine { .. }), "{wrong}");
-        let zen = zen_engine::EngineConfig { engine: EngineKind::Zen, ..config(kind, dir.path(), false) };
+        let zen =
+            zen_engine::EngineConfig { engine: EngineKind::Zen, ..config(kind, dir.path(), false) };
         assert!(matches!(zen_engine::open(&zen).err().unwrap(), Error::WrongEngine { .. }));
     }
 }
@@ -344,8 +375,9 @@ fn mmdb_places_rows_beyond_the_budget_in_nvm_and_checkpoints_truncate_the_log() 
         e.check_invariants().unwrap();
         engine.abandon_engine();
     }
-    let engine = MmdbEngine::<FsBackend>::open(&zen_engine::EngineConfig { create: false, ..config })
-        .unwrap();
+    let engine =
+        MmdbEngine::<FsBackend>::open(&zen_engine::EngineConfig { create: false, ..config })
+            .unwrap();
     let e: &dyn Engine = &engine;
     let t = e.table_id("accounts").unwrap();
     let got = dump(e, t);
@@ -395,17 +427,16 @@ fn wbl_lazy_commits_are_durable_after_sync() {
         let e: &dyn Engine = &engine;
         let t = e.create_table(&accounts()).unwrap();
         let mut w = e.worker().unwrap();
-        let info = w
-            .execute(&opts(), &mut |tx| tx.insert(t, 1, &row(1)))
-            .unwrap();
+        let info = w.execute(&opts(), &mut |tx| tx.insert(t, 1, &row(1))).unwrap();
         assert!(!info.durable, "no record within a second: not yet durable");
         w.sync().unwrap();
         assert!(engine.last_record().cp >= info.cts);
         drop(w);
         engine.abandon_engine();
     }
-    let engine = WblEngine::<FsBackend>::open(&zen_engine::EngineConfig { create: false, ..config })
-        .unwrap();
+    let engine =
+        WblEngine::<FsBackend>::open(&zen_engine::EngineConfig { create: false, ..config })
+            .unwrap();
     let t = engine.table_id("accounts").unwrap();
     assert_eq!(dump(&engine, t), vec![(1, 1)]);
 }
@@ -448,7 +479,8 @@ fn wbl_reclaims_superseded_versions_and_caches_within_its_budget() {
     // 3000 rows of 80-byte slots fill 4 pages; 2200 more versions reuse slots.
     assert!(status.tables[0].heap_pages <= 5, "reclaimed slots are reused: {status:?}");
     assert!(stats.misses > 0 && stats.hits > 0, "{stats:?}");
-    let expected: i64 = (10..2999).filter(|&k| k != 20).sum::<i64>() + (1990..2000).sum::<i64>() + 199;
+    let expected: i64 =
+        (10..2999).filter(|&k| k != 20).sum::<i64>() + (1990..2000).sum::<i64>() + 199;
     assert_eq!(sum, expected);
     e.check_invariants().unwrap();
     Box::new(engine).close().unwrap();

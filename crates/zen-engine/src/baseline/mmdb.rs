@@ -272,7 +272,14 @@ impl<B: PmemBackend> MmdbStore<B> {
     }
 
     /// Store row and TID of `rid` (placed) through `thread` (recovery, install).
-    fn write_row(&self, t: &Table<MmdbTable>, rid: u64, thread: u32, row: Option<&[u8]>, word: u64) {
+    fn write_row(
+        &self,
+        t: &Table<MmdbTable>,
+        rid: u64,
+        thread: u32,
+        row: Option<&[u8]>,
+        word: u64,
+    ) {
         let loc = t.records.get(rid).loc.load(Ordering::Acquire);
         if loc & DRAM_BIT != 0 {
             if let Some(row) = row {
@@ -339,8 +346,11 @@ impl<B: PmemBackend> Store for MmdbStore<B> {
     }
 
     fn persist_catalog(&self, schemas: &[TableSchema]) -> Result<()> {
-        let doc =
-            CatalogDoc { engine: "mmdb".into(), floor_page: self.meta_page, tables: schemas.to_vec() };
+        let doc = CatalogDoc {
+            engine: "mmdb".into(),
+            floor_page: self.meta_page,
+            tables: schemas.to_vec(),
+        };
         catalog::write(&self.pool, SYSTEM_THREAD, &doc)
     }
 
@@ -366,7 +376,10 @@ impl<B: PmemBackend> Store for MmdbStore<B> {
         out: &mut [u8],
     ) -> Result<()> {
         if t.records.get(rid).loc.load(Ordering::Acquire) == 0 {
-            return Err(Error::Corrupt(format!("table {}: live record {rid} has no row", t.schema.name)));
+            return Err(Error::Corrupt(format!(
+                "table {}: live record {rid} has no row",
+                t.schema.name
+            )));
         }
         core.store.read_placed(t, rid, BACKGROUND_THREAD, out);
         Ok(())
@@ -566,8 +579,7 @@ fn check_logs_and_checkpoint<B: PmemBackend>(core: &Core<MmdbStore<B>>) -> Resul
             state.directory
         )));
     }
-    let data_owner =
-        PageOwner { table: CHECKPOINT_TABLE, worker: layout::CHECKPOINT_DATA_WORKER };
+    let data_owner = PageOwner { table: CHECKPOINT_TABLE, worker: layout::CHECKPOINT_DATA_WORKER };
     for &page in &state.pages {
         if store.pool.page_owner(page)? != Some(data_owner) {
             return Err(Error::Corrupt(format!("checkpoint page {page} not owned")));

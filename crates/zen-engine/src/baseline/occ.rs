@@ -159,8 +159,7 @@ pub trait Store: Send + Sync + Sized + 'static {
     /// The core locked `rid` (its TID word now carries the lock).
     fn on_lock(_core: &Core<Self>, _l: &mut Self::Local, _t: &Table<Self::TableExt>, _rid: u64) {}
     /// The core released `rid` without a new version (abort).
-    fn on_unlock(_core: &Core<Self>, _l: &mut Self::Local, _t: &Table<Self::TableExt>, _rid: u64) {
-    }
+    fn on_unlock(_core: &Core<Self>, _l: &mut Self::Local, _t: &Table<Self::TableExt>, _rid: u64) {}
 
     /// Before the commit timestamp is drawn.
     fn enter_commit(_core: &Core<Self>, _local: &mut Self::Local) {}

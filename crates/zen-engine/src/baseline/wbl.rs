@@ -186,13 +186,8 @@ impl<B: PmemBackend> WblStore<B> {
     ) -> Self {
         let fault_ack_early = config.baseline_fault == Some(BaselineFault::WblAckBeforeRecord);
         let meta = pool.page_offset(meta_page);
-        let group = GroupCommit::new(
-            regions,
-            meta,
-            last,
-            config.group_commit_interval_us,
-            fault_ack_early,
-        );
+        let group =
+            GroupCommit::new(regions, meta, last, config.group_commit_interval_us, fault_ack_early);
         WblStore {
             pool,
             meta_page,
@@ -240,7 +235,9 @@ impl<B: PmemBackend> WblStore<B> {
         let r = t.records.get(rid);
         let head = r.loc.load(Ordering::Acquire);
         if head != 0 && !tid::is_absent(r.tid.load(Ordering::Acquire)) {
-            self.pool.persister(volatile_thread(worker)).write_u64_atomic(head + layout::OFF_TXN, txn);
+            self.pool
+                .persister(volatile_thread(worker))
+                .write_u64_atomic(head + layout::OFF_TXN, txn);
         }
     }
 }
@@ -281,7 +278,7 @@ fn wait_durable<B: PmemBackend>(core: &Core<WblStore<B>>, local: &mut WblLocal, 
             spins = 0;
         } else {
             spins += 1;
-            if spins % 64 == 0 {
+            if spins.is_multiple_of(64) {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
@@ -388,8 +385,11 @@ impl<B: PmemBackend> Store for WblStore<B> {
     }
 
     fn persist_catalog(&self, schemas: &[TableSchema]) -> Result<()> {
-        let doc =
-            CatalogDoc { engine: "wbl".into(), floor_page: self.meta_page, tables: schemas.to_vec() };
+        let doc = CatalogDoc {
+            engine: "wbl".into(),
+            floor_page: self.meta_page,
+            tables: schemas.to_vec(),
+        };
         catalog::write(&self.pool, SYSTEM_THREAD, &doc)
     }
 
@@ -418,7 +418,10 @@ impl<B: PmemBackend> Store for WblStore<B> {
         }
         let head = r.loc.load(Ordering::Acquire);
         if head != 0 {
-            core.store.pool.persister(worker_thread(local.worker)).read(head + layout::SLOT_HEADER, out);
+            core.store
+                .pool
+                .persister(worker_thread(local.worker))
+                .read(head + layout::SLOT_HEADER, out);
             t.ext.cache.install(&r.aux, rid, cts, out, &core.store.budget);
         }
         false
@@ -432,7 +435,10 @@ impl<B: PmemBackend> Store for WblStore<B> {
     ) -> Result<()> {
         let head = t.records.get(rid).loc.load(Ordering::Acquire);
         if head == 0 {
-            return Err(Error::Corrupt(format!("table {}: live record {rid} has no version", t.schema.name)));
+            return Err(Error::Corrupt(format!(
+                "table {}: live record {rid} has no version",
+                t.schema.name
+            )));
         }
         core.store.pool.persister(BACKGROUND_THREAD).read(head + layout::SLOT_HEADER, out);
         Ok(())

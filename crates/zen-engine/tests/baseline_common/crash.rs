@@ -37,7 +37,7 @@ pub type State = BTreeMap<(u32, u64), i64>;
 pub type Step = Vec<(u32, u64, Option<i64>, bool)>;
 
 pub const PAGE_BYTES: u64 = 64 << 10;
-pub const POOL_BYTES: u64 = 40 * PAGE_BYTES;
+pub const POOL_BYTES: u64 = 24 * PAGE_BYTES;
 /// Row bytes of the "blobs" table (table 2): 16 rows fill a log page.
 pub const BLOB_BYTES: usize = 4096;
 pub const TABLES: u32 = 3;
@@ -165,7 +165,7 @@ impl Scenario {
             durability: Durability::Immediate,
             group_commit_interval_us: 0,
             strict_budget: 256,
-            paranoid_budget: 32,
+            paranoid_budget: 24,
             fault: None,
         }
     }
@@ -335,7 +335,11 @@ pub fn record<S: Subject>(sc: &Scenario) -> (Trace, Vec<WorkerModel>, Vec<String
 }
 
 /// Durability, atomicity, per-worker order, structure and liveness.
-pub fn oracle<S: Subject>(engine: &S::E, models: &[WorkerModel], acked: &[u64]) -> Result<(), String> {
+pub fn oracle<S: Subject>(
+    engine: &S::E,
+    models: &[WorkerModel],
+    acked: &[u64],
+) -> Result<(), String> {
     let e: &dyn Engine = engine;
     e.check_invariants().map_err(|x| format!("structure: {x}"))?;
     let got = read_state(e)?;
@@ -417,12 +421,19 @@ pub fn campaign_with<S: Subject>(sc: &Scenario, lints: bool) -> Result<Coverage,
 }
 
 /// Idempotence: crash the recovery of the end image and of a mid-run image.
-pub fn nested<S: Subject>(name: &str, trace: &Trace, seed: u64, c: &EngineConfig) -> Result<u64, String> {
-    let points: Vec<Vec<u8>> = {
-        let all: Vec<_> = trace.crash_points().map(|p| p.durable_image()).collect();
-        let mid = all.len() / 2;
-        vec![all[mid].clone(), all.last().unwrap().clone()]
-    };
+pub fn nested<S: Subject>(
+    name: &str,
+    trace: &Trace,
+    seed: u64,
+    c: &EngineConfig,
+) -> Result<u64, String> {
+    let count = trace.fence_count() + 1;
+    let points: Vec<Vec<u8>> = trace
+        .crash_points()
+        .enumerate()
+        .filter(|(i, _)| *i == count / 2 || *i == count - 1)
+        .map(|(_, p)| p.durable_image())
+        .collect();
     let mut recoveries = 0;
     for image in points {
         let first = {

@@ -204,7 +204,8 @@ pub struct Directory {
 
 /// Read and check the directory at `page`.
 pub fn read_directory<B: PmemBackend>(pool: &Pool<B>, thread: u32, page: u64) -> Result<Directory> {
-    let corrupt = |what: String| Error::Corrupt(format!("checkpoint directory page {page}: {what}"));
+    let corrupt =
+        |what: String| Error::Corrupt(format!("checkpoint directory page {page}: {what}"));
     let owner = PageOwner { table: CHECKPOINT_TABLE, worker: layout::CHECKPOINT_DIR_WORKER };
     if page == 0 || page >= pool.page_count() || pool.page_owner(page)? != Some(owner) {
         return Err(corrupt("not a checkpoint directory page".into()));
@@ -232,6 +233,9 @@ pub fn read_directory<B: PmemBackend>(pool: &Pool<B>, thread: u32, page: u64) ->
     })
 }
 
+/// What `read_data_page` calls per entry: (table, key, row).
+pub type EntryVisitor<'a> = dyn FnMut(u32, u64, &[u8]) -> Result<()> + 'a;
+
 /// Read and check data page `page` of checkpoint `seq`; calls `f` per entry.
 pub fn read_data_page<B: PmemBackend>(
     pool: &Pool<B>,
@@ -239,7 +243,7 @@ pub fn read_data_page<B: PmemBackend>(
     page: u64,
     seq: u64,
     row_bytes: &[usize],
-    f: &mut dyn FnMut(u32, u64, &[u8]) -> Result<()>,
+    f: &mut EntryVisitor<'_>,
 ) -> Result<u64> {
     let corrupt = |what: String| Error::Corrupt(format!("checkpoint page {page}: {what}"));
     let owner = PageOwner { table: CHECKPOINT_TABLE, worker: layout::CHECKPOINT_DATA_WORKER };

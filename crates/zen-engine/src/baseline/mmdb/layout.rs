@@ -57,7 +57,7 @@ pub const DIRECTORY_MAGIC: u64 = u64::from_le_bytes(*b"ZENMCKPD");
 pub const CHECKPOINT_HEADER: u64 = 64;
 pub const CHECKPOINT_ENTRY_HEADER: usize = 16;
 
-const _: () = assert!(FRAGMENT_HEADER % 8 == 0 && ENTRY_HEADER % 8 == 0);
+const _: () = assert!(FRAGMENT_HEADER.is_multiple_of(8) && ENTRY_HEADER.is_multiple_of(8));
 const _: () = assert!(LOG_TABLE != CHECKPOINT_TABLE && CHECKPOINT_TABLE < LOG_TABLE);
 
 pub fn pad8(n: usize) -> usize {

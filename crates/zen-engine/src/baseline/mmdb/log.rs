@@ -308,7 +308,7 @@ pub fn scan<B: PmemBackend>(
             if len == 0 {
                 break;
             }
-            if len < FRAGMENT_HEADER || len % 8 != 0 || at + len > buf.len() {
+            if len < FRAGMENT_HEADER || !len.is_multiple_of(8) || at + len > buf.len() {
                 break 'pages;
             }
             let Some(h) = layout::decode_fragment(&buf[at..at + len]) else { break 'pages };

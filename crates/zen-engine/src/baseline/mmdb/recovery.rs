@@ -155,10 +155,8 @@ fn classify_pages<B: PmemBackend>(
     // past the valid ones (the scan stops at the first of them).
     for pages in logs.values_mut() {
         let top = pages.iter().filter(|p| p.1 != u64::MAX).map(|p| p.1).max().unwrap_or(0);
-        let mut next = top + 1;
-        for p in pages.iter_mut().filter(|p| p.1 == u64::MAX) {
-            p.1 = next;
-            next += 1;
+        for (seq, p) in (top + 1..).zip(pages.iter_mut().filter(|p| p.1 == u64::MAX)) {
+            p.1 = seq;
         }
     }
     Ok(logs)
@@ -174,8 +172,13 @@ fn load_checkpoint<B: PmemBackend>(
     let thread = BACKGROUND_THREAD;
     for &page in &d.pages {
         report.pages_scanned += 1;
-        report.bytes_scanned +=
-            checkpoint::read_data_page(&store.pool, thread, page, d.seq, row_bytes, &mut |t, key, row| {
+        report.bytes_scanned += checkpoint::read_data_page(
+            &store.pool,
+            thread,
+            page,
+            d.seq,
+            row_bytes,
+            &mut |t, key, row| {
                 let t = &tables[t as usize];
                 let rid = t.lookup_or_create(key).ok_or_else(|| too_many(t))?;
                 if t.records.get(rid).loc.load(Ordering::Acquire) != 0 {
@@ -185,7 +188,8 @@ fn load_checkpoint<B: PmemBackend>(
                     )));
                 }
                 put(store, t, rid, row, 0)
-            })?;
+            },
+        )?;
     }
     Ok(())
 }
@@ -215,7 +219,10 @@ fn put<B: PmemBackend>(
 fn replay<B: PmemBackend>(store: &MmdbStore<B>, tables: &Tables, txn: &LoggedTxn) -> Result<()> {
     for e in &txn.entries {
         let t = tables.get(e.table as usize).ok_or_else(|| {
-            Error::Corrupt(format!("logged transaction {} writes unknown table {}", txn.cts, e.table))
+            Error::Corrupt(format!(
+                "logged transaction {} writes unknown table {}",
+                txn.cts, e.table
+            ))
         })?;
         let rid = t.lookup_or_create(e.key).ok_or_else(|| too_many(t))?;
         match &e.row {
@@ -232,7 +239,10 @@ fn replay<B: PmemBackend>(store: &MmdbStore<B>, tables: &Tables, txn: &LoggedTxn
 
 /// Zero each log after its valid prefix, release the pages after it, fence
 /// once; returns the logs to append to.
-fn clean_log_tails<B: PmemBackend>(pool: &Pool<B>, scans: &mut [LogScan]) -> Result<Vec<WorkerLog>> {
+fn clean_log_tails<B: PmemBackend>(
+    pool: &Pool<B>,
+    scans: &mut [LogScan],
+) -> Result<Vec<WorkerLog>> {
     let thread = BACKGROUND_THREAD;
     let p = pool.persister(thread);
     let mut logs = Vec::with_capacity(scans.len());

@@ -28,9 +28,9 @@ impl<S: Store> OccWorker<'_, S> {
         S::enter_commit(core, &mut self.local);
         let cts = core.clock.next(self.id);
         let tables = self.tables.clone();
-        let decided = self
-            .validate()
-            .and_then(|()| S::prepare(core, &mut self.local, cts, &mut self.writes, &self.data, &tables));
+        let decided = self.validate().and_then(|()| {
+            S::prepare(core, &mut self.local, cts, &mut self.writes, &self.data, &tables)
+        });
         if let Err(e) = decided {
             S::leave_commit(core, &mut self.local, None, self.durability);
             return Err(e);
@@ -83,7 +83,8 @@ impl<S: Store> OccWorker<'_, S> {
         for r in &self.reads {
             let word = &self.tables[r.table as usize].records.get(r.rid).tid;
             let cur = word.load(Ordering::Acquire);
-            if cur & !tid::LOCK != r.observed || (tid::is_locked(cur) && !self.holds(r.table, r.rid))
+            if cur & !tid::LOCK != r.observed
+                || (tid::is_locked(cur) && !self.holds(r.table, r.rid))
             {
                 return Err(Error::Abort(AbortReason::ReadValidation));
             }
@@ -102,8 +103,7 @@ impl<S: Store> OccWorker<'_, S> {
         let t = &self.tables[scan.table as usize];
         let seen = &self.seen[scan.seen_at..scan.seen_at + scan.seen_len];
         let mut next_seen = seen.iter().peekable();
-        let guard = scc::ebr::Guard::new();
-        for (&key, &rid) in t.index.range(scan.low..=scan.high, &guard) {
+        for (key, rid) in t.range(scan.low..=scan.high) {
             while next_seen.peek().is_some_and(|&&(k, _)| k < key) {
                 next_seen.next();
             }

@@ -27,12 +27,15 @@ use crate::error::{Error, Result};
 use crate::schema::TableSchema;
 use crate::ts::Clock;
 
+/// The tables of an engine, shared by the workers (replaced on create_table).
+type TableList<S> = Arc<Vec<Arc<Table<<S as Store>::TableExt>>>>;
+
 /// Everything the workers of one engine share.
 pub struct Core<S: Store> {
     pub store: S,
     pub config: EngineConfig,
     pub clock: Clock,
-    tables: RwLock<Arc<Vec<Arc<Table<S::TableExt>>>>>,
+    tables: RwLock<TableList<S>>,
     tables_version: AtomicU64,
     catalog_lock: Mutex<()>,
     workers_in_use: Mutex<Vec<bool>>,

@@ -17,6 +17,7 @@
 //! is what makes the commit-time re-scan of a range a complete phantom check.
 
 use std::collections::BTreeSet;
+use std::ops::RangeInclusive;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -39,11 +40,7 @@ pub struct Record {
 
 impl Default for Record {
     fn default() -> Self {
-        Record {
-            tid: AtomicU64::new(tid::ABSENT),
-            loc: AtomicU64::new(0),
-            aux: AtomicU64::new(0),
-        }
+        Record { tid: AtomicU64::new(tid::ABSENT), loc: AtomicU64::new(0), aux: AtomicU64::new(0) }
     }
 }
 
@@ -98,7 +95,9 @@ pub struct Table<X> {
     pub id: TableId,
     pub schema: TableSchema,
     pub row_bytes: usize,
-    pub index: scc::TreeIndex<u64, u64>,
+    /// Primary index (a lock-free skip list: range scans start in O(log n),
+    /// which scc's `TreeIndex` did not do from the middle of a large tree).
+    pub index: crossbeam_skiplist::SkipMap<u64, u64>,
     pub records: Records,
     pub secondary: Vec<SecondaryIndex>,
     pub ext: X,
@@ -116,7 +115,7 @@ impl<X> Table<X> {
             id,
             row_bytes: schema.row_size(),
             schema,
-            index: scc::TreeIndex::new(),
+            index: crossbeam_skiplist::SkipMap::new(),
             records: Records::new(),
             secondary,
             ext,
@@ -126,7 +125,7 @@ impl<X> Table<X> {
     /// The record id of `key`, if the index has it.
     #[inline]
     pub fn lookup(&self, key: u64) -> Option<u64> {
-        self.index.peek_with(&key, |_, &rid| rid)
+        self.index.get(&key).map(|e| *e.value())
     }
 
     /// The record id of `key`, creating an absent record if needed.
@@ -134,12 +133,9 @@ impl<X> Table<X> {
         if let Some(rid) = self.lookup(key) {
             return Some(rid);
         }
+        // Losing a race leaves our record unused: the index keeps the first.
         let rid = self.records.allocate()?;
-        match self.index.insert(key, rid) {
-            Ok(()) => Some(rid),
-            // Lost a race: the other record is the one; ours stays unused.
-            Err(_) => self.lookup(key),
-        }
+        Some(*self.index.get_or_insert(key, rid).value())
     }
 
     pub fn add_secondary(&self, row: &[u8], key: u64) {
@@ -168,18 +164,21 @@ impl<X> Table<X> {
         }
     }
 
+    /// (key, rid) pairs with keys in `range`, in key order.
+    pub fn range(&self, range: RangeInclusive<u64>) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.index.range(range).map(|e| (*e.key(), *e.value()))
+    }
+
     /// Every (key, rid) of the primary index, in key order (quiescent use).
     pub fn entries(&self) -> Vec<(u64, u64)> {
-        let guard = scc::ebr::Guard::new();
-        self.index.iter(&guard).map(|(&k, &rid)| (k, rid)).collect()
+        self.index.iter().map(|e| (*e.key(), *e.value())).collect()
     }
 
     /// Keys whose record holds a live row now (not absent).
     pub fn live_rows(&self) -> u64 {
-        let guard = scc::ebr::Guard::new();
         self.index
-            .iter(&guard)
-            .filter(|&(_, &rid)| !tid::is_absent(self.records.get(rid).tid.load(Ordering::Acquire)))
+            .iter()
+            .filter(|e| !tid::is_absent(self.records.get(*e.value()).tid.load(Ordering::Acquire)))
             .count() as u64
     }
 }

@@ -28,8 +28,6 @@ use crate::api::{
 use crate::error::{AbortReason, Error, Result};
 use crate::schema::MAX_KEY;
 
-/// Most tuples one transaction may read and write.
-pub const MAX_ACCESS: usize = 1 << 16;
 /// Spins on a record locked by a committer before giving up.
 pub(super) const SPIN_LIMIT: u32 = 1 << 16;
 
@@ -94,6 +92,8 @@ pub struct OccWorker<'e, S: Store> {
     pub(super) stats: CacheStats,
     pub(super) last_cts: u64,
     row_buf: Vec<u8>,
+    /// The options of the explicit transaction open on this worker, if any.
+    explicit: Option<TxnOptions>,
 }
 
 impl<'e, S: Store> OccWorker<'e, S> {
@@ -113,6 +113,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
             stats: CacheStats::default(),
             last_cts: 0,
             row_buf: Vec::new(),
+            explicit: None,
         }
     }
 
@@ -154,9 +155,11 @@ impl<'e, S: Store> OccWorker<'e, S> {
         Ok(())
     }
 
+    /// The access set is bounded (`EngineConfig::max_access_set`).
     fn check_access_limit(&self) -> Result<()> {
-        if self.reads.len() + self.writes.len() >= MAX_ACCESS {
-            return Err(Error::AccessSetFull { limit: MAX_ACCESS });
+        let limit = self.core.config.max_access_set;
+        if self.reads.len() + self.writes.len() >= limit {
+            return Err(Error::AccessSetFull { limit });
         }
         Ok(())
     }
@@ -317,8 +320,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
         let mut visited = 0;
         let mut last = high;
         let mut stopped = false;
-        let guard = scc::ebr::Guard::new();
-        for (&key, &rid) in t.index.range(low..=high, &guard) {
+        for (key, rid) in t.range(low..=high) {
             self.check_access_limit()?;
             self.seen.push((key, rid));
             last = key;
@@ -330,7 +332,6 @@ impl<'e, S: Store> OccWorker<'e, S> {
                 }
             }
         }
-        drop(guard);
         if !stopped {
             last = high;
         }
@@ -441,20 +442,38 @@ impl<S: Store> EngineWorker for OccWorker<'_, S> {
     ) -> Result<CommitInfo> {
         self.durability = opts.durability.unwrap_or(self.core.config.durability);
         self.begin();
-        let result = body(&mut OccTxn { w: self }).and_then(|()| {
-            if opts.read_only && !self.writes.is_empty() {
-                return Err(Error::Unsupported("a read-only transaction wrote".into()));
-            }
-            self.commit()
-        });
-        if result.is_err() {
-            self.unlock_all();
-        }
-        self.end();
-        if result.is_ok() {
-            S::after_commit(self.core, &mut self.local);
-        }
+        let result = body(&mut OccTxn { w: self }).and_then(|()| self.finish(opts));
+        self.conclude(&result);
         result
+    }
+
+    fn begin_txn(&mut self, opts: &TxnOptions) -> Result<()> {
+        if self.explicit.is_some() {
+            return Err(Error::Unsupported("a transaction is already open on this worker".into()));
+        }
+        self.durability = opts.durability.unwrap_or(self.core.config.durability);
+        self.begin();
+        self.explicit = Some(*opts);
+        Ok(())
+    }
+
+    fn current_txn(&mut self) -> Option<&mut dyn Transaction> {
+        if self.explicit.is_some() { Some(self) } else { None }
+    }
+
+    fn commit_txn(&mut self) -> Result<CommitInfo> {
+        let opts =
+            self.explicit.take().ok_or_else(|| Error::Unsupported("no open transaction".into()))?;
+        let result = self.finish(&opts);
+        self.conclude(&result);
+        result
+    }
+
+    fn abort_txn(&mut self) {
+        if self.explicit.take().is_some() {
+            self.unlock_all();
+            self.end();
+        }
     }
 
     fn sync(&mut self) -> Result<()> {
@@ -470,8 +489,67 @@ impl<S: Store> EngineWorker for OccWorker<'_, S> {
     }
 }
 
+impl<S: Store> OccWorker<'_, S> {
+    fn finish(&mut self, opts: &TxnOptions) -> Result<CommitInfo> {
+        if opts.read_only && !self.writes.is_empty() {
+            return Err(Error::Unsupported("a read-only transaction wrote".into()));
+        }
+        self.commit()
+    }
+
+    /// After commit or abort: release what an abort holds, reset, reclaim.
+    fn conclude(&mut self, result: &Result<CommitInfo>) {
+        if result.is_err() {
+            self.unlock_all();
+        }
+        self.end();
+        if result.is_ok() {
+            S::after_commit(self.core, &mut self.local);
+        }
+    }
+}
+
+/// The worker is the transaction of `begin_txn` (explicit transactions).
+impl<S: Store> Transaction for OccWorker<'_, S> {
+    fn get(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        OccWorker::get(self, table, key, out)
+    }
+    fn get_for_update(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        OccWorker::get(self, table, key, out)
+    }
+    fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        OccWorker::insert(self, table, key, row)
+    }
+    fn update(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        self.update_or_delete(table, key, Some(row))
+    }
+    fn delete(&mut self, table: TableId, key: u64) -> Result<()> {
+        self.update_or_delete(table, key, None)
+    }
+    fn scan(
+        &mut self,
+        table: TableId,
+        range: RangeInclusive<u64>,
+        limit: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize> {
+        OccWorker::scan(self, table, range, limit, f)
+    }
+    fn lookup_secondary(
+        &mut self,
+        table: TableId,
+        index: usize,
+        prefix: &[u8],
+        limit: usize,
+        out: &mut Vec<u64>,
+    ) -> Result<()> {
+        OccWorker::lookup_secondary(self, table, index, prefix, limit, out)
+    }
+}
+
 impl<S: Store> Drop for OccWorker<'_, S> {
     fn drop(&mut self) {
+        self.abort_txn();
         // Make lazily committed transactions durable before the worker goes.
         let _ = S::sync(self.core, &mut self.local);
         self.core.release_worker(self.id);

@@ -118,7 +118,11 @@ impl TupleCache {
     pub fn install(&self, aux: &AtomicU64, rid: u64, cts: u64, row: &[u8], budget: &CacheBudget) {
         let current = (aux.load(Ordering::Acquire) as u32).checked_sub(1).map(u64::from);
         let index = match current {
-            Some(i) if i < self.capacity() && self.slot(i).0.rid.load(Ordering::Relaxed) == rid + 1 => i,
+            Some(i)
+                if i < self.capacity() && self.slot(i).0.rid.load(Ordering::Relaxed) == rid + 1 =>
+            {
+                i
+            }
             _ => match self.victim(budget) {
                 Some(i) => i,
                 None => return,
@@ -142,9 +146,8 @@ impl TupleCache {
         e.referenced.store(true, Ordering::Relaxed);
         e.seq.store(s + 2, Ordering::Release);
         let link = index + 1;
-        let _ = aux.fetch_update(Ordering::AcqRel, Ordering::Acquire, |a| {
-            Some((a & !0xFFFF_FFFF) | link)
-        });
+        let _ = aux
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |a| Some((a & !0xFFFF_FFFF) | link));
     }
 
     /// An entry to (re)use: a new one while the budget allows, else CLOCK.
@@ -172,7 +175,8 @@ impl TupleCache {
         let cap = self.capacity();
         let bytes = CHUNK as u64 * self.entry_bytes();
         let under_minimum = cap < MIN_ENTRIES;
-        if !under_minimum && budget.used_bytes.load(Ordering::Relaxed) + bytes > budget.limit_bytes {
+        if !under_minimum && budget.used_bytes.load(Ordering::Relaxed) + bytes > budget.limit_bytes
+        {
             return None;
         }
         let _g = self.grow.try_lock()?;
@@ -192,7 +196,8 @@ impl TupleCache {
             let (e, data) = self.slot(i);
             let rid = e.rid.load(Ordering::Acquire);
             if e.seq.load(Ordering::Acquire) % 2 == 0 && rid != 0 {
-                let row = data.iter().flat_map(|w| w.load(Ordering::Relaxed).to_le_bytes()).collect();
+                let row =
+                    data.iter().flat_map(|w| w.load(Ordering::Relaxed).to_le_bytes()).collect();
                 out.push((rid - 1, e.cts.load(Ordering::Acquire), row));
             }
         }

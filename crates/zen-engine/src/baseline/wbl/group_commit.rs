@@ -88,7 +88,8 @@ impl GroupCommit {
 
     /// Is a record due (the interval passed since the last one)?
     pub fn due(&self) -> bool {
-        self.now_ns().saturating_sub(self.last_record_ns.load(Ordering::Relaxed)) >= self.interval_ns
+        self.now_ns().saturating_sub(self.last_record_ns.load(Ordering::Relaxed))
+            >= self.interval_ns
     }
 
     pub fn cp(&self) -> u64 {

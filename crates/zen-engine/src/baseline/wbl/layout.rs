@@ -43,7 +43,7 @@ pub const OFF_END: u64 = 16;
 pub const OFF_TXN: u64 = 24;
 
 const _: () = assert!(RING_OFFSET + RING_RECORDS * RECORD_BYTES <= 64 << 10);
-const _: () = assert!(SLOT_HEADER % 16 == 0 && PAGE_HEADER % 16 == 0);
+const _: () = assert!(SLOT_HEADER.is_multiple_of(16) && PAGE_HEADER.is_multiple_of(16));
 
 /// Bytes of a version slot for rows of `row_bytes`.
 pub fn slot_size(row_bytes: usize) -> u64 {
@@ -87,8 +87,11 @@ impl WblRecord {
     pub fn decode(b: &[u8]) -> Option<WblRecord> {
         let word = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
         let check = u64::from(crc32c::crc32c(&b[..24])) | (RECORD_TAG << 32);
-        (word(3) == check && word(0) != 0 && word(1) <= word(2))
-            .then(|| WblRecord { seq: word(0), cp: word(1), cd: word(2) })
+        (word(3) == check && word(0) != 0 && word(1) <= word(2)).then(|| WblRecord {
+            seq: word(0),
+            cp: word(1),
+            cd: word(2),
+        })
     }
 
     /// Offset of the ring slot of record `seq` in the meta page at `meta`.

@@ -75,8 +75,12 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<C
             t => return Err(Error::Corrupt(format!("page {page} belongs to unknown table {t}"))),
         }
     }
-    let regions =
-        pages.iter().map(|(_, o)| usize::from(o.worker) + 1).max().unwrap_or(0).max(config.max_workers);
+    let regions = pages
+        .iter()
+        .map(|(_, o)| usize::from(o.worker) + 1)
+        .max()
+        .unwrap_or(0)
+        .max(config.max_workers);
     if regions > 250 {
         return Err(Error::Corrupt(format!("pool has pages of worker {}", regions - 1)));
     }
@@ -89,7 +93,8 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<C
     report.superseded_discarded = (losers.len() + tombstones.len() - scan.undone.len()) as u64;
     clean(&pool, &scan.torn_headers, &losers, &tombstones);
     let index_started = Instant::now();
-    let data_bytes: u64 = winners.iter().map(|w| doc.tables[w.table as usize].row_size() as u64).sum();
+    let data_bytes: u64 =
+        winners.iter().map(|w| doc.tables[w.table as usize].row_size() as u64).sum();
     let store = WblStore::new(pool, doc.floor_page, config, regions, last, Some(data_bytes));
     let tables: Vec<Arc<Table<WblTable>>> = doc
         .tables
@@ -121,7 +126,9 @@ pub fn last_record<B: PmemBackend>(pool: &Pool<B>, meta: u64) -> Result<WblRecor
     pool.persister(BACKGROUND_THREAD).read(meta + layout::RING_OFFSET, &mut buf);
     buf.chunks(layout::RECORD_BYTES as usize)
         .enumerate()
-        .filter_map(|(i, b)| WblRecord::decode(b).filter(|r| r.seq % layout::RING_RECORDS == i as u64))
+        .filter_map(|(i, b)| {
+            WblRecord::decode(b).filter(|r| r.seq % layout::RING_RECORDS == i as u64)
+        })
         .max_by_key(|r| r.seq)
         .ok_or_else(|| Error::Corrupt("no whole write-behind record in the ring".into()))
 }
@@ -140,7 +147,8 @@ fn scan_pages<B: PmemBackend>(
     last: WblRecord,
     report: &mut RecoveryReport,
 ) -> Result<Scan> {
-    let mut out = Scan { found: Vec::new(), undone: Vec::new(), torn_headers: Vec::new(), max_cts: 0 };
+    let mut out =
+        Scan { found: Vec::new(), undone: Vec::new(), torn_headers: Vec::new(), max_cts: 0 };
     let mut buf = vec![0u8; pool.page_size() as usize];
     let p = pool.persister(BACKGROUND_THREAD);
     for &(page, owner) in pages {
@@ -156,7 +164,9 @@ fn scan_pages<B: PmemBackend>(
                 got == &expected[i * 8..i * 8 + 8] || got.iter().all(|&b| b == 0)
             });
             if !torn {
-                return Err(Error::Corrupt(format!("page {page}: header disagrees with the page table")));
+                return Err(Error::Corrupt(format!(
+                    "page {page}: header disagrees with the page table"
+                )));
             }
             out.torn_headers.push((base, expected));
         }
@@ -319,7 +329,9 @@ pub fn check_invariants<B: PmemBackend>(core: &Core<WblStore<B>>) -> Result<()> 
             let w0 = backend.load_u64(head);
             let cts = backend.load_u64(head + layout::OFF_CTS);
             let deleted = w0 & layout::DELETED != 0;
-            if w0 & !layout::DELETED != key || cts != tid::cts_of(word) || deleted != tid::is_absent(word)
+            if w0 & !layout::DELETED != key
+                || cts != tid::cts_of(word)
+                || deleted != tid::is_absent(word)
             {
                 return Err(corrupt(format!(
                     "key {key}: head slot {head} holds key {} cts {cts} deleted {deleted}, TID {word:#x}",

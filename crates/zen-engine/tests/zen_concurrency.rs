@@ -128,11 +128,12 @@ fn bank_total_survives_recovery_and_a_small_cache_with(cc: CcKind) {
     bank_run(engine.clone(), 2, 1_500, ACCOUNTS);
     let engine = Arc::try_unwrap(engine).ok().unwrap();
     let status = engine.status();
-    // Four workers touched the table, each bounded by its 8 KiB budget (a
-    // region's capacity is twice its budget: retired entries await reuse).
-    let budget_entries_per_region = status.cache_entries_capacity / 8 / 2;
+    // At most four workers touched the table; each region is bounded by its
+    // capacity (twice the 8 KiB budget: the plan's share is a target that a
+    // region may exceed, up to its capacity, when nothing can be evicted).
+    let capacity_per_region = status.cache_entries_capacity / 8;
     assert!(
-        status.cache_entries_used <= 4 * budget_entries_per_region,
+        status.cache_entries_used <= 4 * capacity_per_region,
         "cache not bounded: {status:?}"
     );
     assert!(status.gc_reclaimed_slots > 0, "GC reclaimed nothing: {status:?}");

@@ -132,10 +132,7 @@ fn bank_total_survives_recovery_and_a_small_cache_with(cc: CcKind) {
     // capacity (twice the 8 KiB budget: the plan's share is a target that a
     // region may exceed, up to its capacity, when nothing can be evicted).
     let capacity_per_region = status.cache_entries_capacity / 8;
-    assert!(
-        status.cache_entries_used <= 4 * capacity_per_region,
-        "cache not bounded: {status:?}"
-    );
+    assert!(status.cache_entries_used <= 4 * capacity_per_region, "cache not bounded: {status:?}");
     assert!(status.gc_reclaimed_slots > 0, "GC reclaimed nothing: {status:?}");
     engine.abandon();
     let engine = zen_engine::open(&fs_config(dir.path(), false, cc)).unwrap();

@@ -125,11 +125,13 @@ fn bank(kind: EngineKind, threads: usize, durability: Durability) {
             }
             audits
         });
-        for h in workers {
-            h.join().unwrap();
-        }
+        // Stop the auditor even when a worker panicked (else the scope hangs).
+        let joined: Vec<_> = workers.into_iter().map(|h| h.join()).collect();
         stop.store(true, Ordering::Release);
         assert!(auditor.join().unwrap() >= 5);
+        for j in joined {
+            j.unwrap();
+        }
     });
     assert_eq!(total(engine.as_ref(), t).0, expected, "{}", kind.name());
     engine.check_invariants().unwrap();

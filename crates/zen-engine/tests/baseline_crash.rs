@@ -49,26 +49,43 @@ fn mmdb_crash_during_single_and_multi_table_transactions() {
 fn mmdb_crash_with_two_workers() {
     run::<Mmdb>(&Scenario {
         workers: two_workers(),
-        strict_budget: 128,
+        strict_budget: 256,
         paranoid_budget: 16,
         ..Scenario::one("two-workers", Vec::new())
     });
 }
 
 #[test]
+fn mmdb_crash_with_rows_in_nvm_as_volatile_memory() {
+    // A 128-byte DRAM budget: 4 rows fit, the rest (and every new key) live
+    // in NVM pages used as volatile memory, with their TID copies. Recovery
+    // must ignore and release those pages and rebuild from the log alone;
+    // the trace starts at the loaded pool's recovery (so recovery itself is
+    // crashed too), since pending volatile stores forbid a trace reset.
+    let mut steps = single();
+    steps.push(vec![(0, 7, Some(70), false), (1, 900, Some(9), true)]);
+    run::<Mmdb>(&Scenario {
+        dram_budget_bytes: Some(128),
+        trace_from_open: true,
+        ..Scenario::one("nvm-rows", steps)
+    });
+}
+
+#[test]
 fn mmdb_crash_around_checkpoints_and_log_truncation() {
-    // 4 KiB rows: a log page holds 15 records, so the updates below roll the
-    // log over a page; each empty step is a checkpoint, which truncates the
-    // pages it covers and releases the previous checkpoint.
-    let mut steps: Vec<Step> =
-        (0..16).map(|i| vec![(2, i % 4, Some(10 + i as i64), false)]).collect();
+    // Three 4 KiB rows per transaction: a log page holds five such records,
+    // so the updates below roll the log over a page; each empty step is a
+    // checkpoint, which truncates the pages it covers and releases the
+    // previous checkpoint.
+    let blobs = |i: i64| (0..3).map(move |k| (2, k, Some(10 * (i + 1) + k as i64), false));
+    let mut steps: Vec<Step> = (0..6).map(|i| blobs(i).collect()).collect();
     steps.push(Vec::new());
     steps.extend((0..3).map(|i| vec![(0, i, Some(-(i as i64)), false)]));
     steps.push(Vec::new());
     steps.push(vec![(2, 9, Some(9), true), (0, 7, None, false)]);
     run::<Mmdb>(&Scenario {
         warm: blobs_warm(),
-        strict_budget: 64,
+        strict_budget: 256,
         paranoid_budget: 8,
         ..Scenario::one("checkpoints", steps)
     });
@@ -80,7 +97,7 @@ fn mmdb_crash_during_a_transaction_spanning_log_pages() {
     // under one fence; no fragment may be replayed without the others.
     let big: Step = (0..20).map(|k| (2, 100 + k, Some(k as i64), true)).collect();
     run::<Mmdb>(&Scenario {
-        strict_budget: 64,
+        strict_budget: 256,
         paranoid_budget: 16,
         ..Scenario::one(
             "spanning",
@@ -99,8 +116,8 @@ fn wbl_crash_with_two_workers_sharing_group_commits() {
     run::<Wbl>(&Scenario {
         workers: two_workers(),
         group_commit_interval_us: 50,
-        strict_budget: 128,
-        paranoid_budget: 16,
+        strict_budget: 256,
+        paranoid_budget: 8,
         ..Scenario::one("two-workers", Vec::new())
     });
 }
@@ -121,11 +138,13 @@ fn wbl_crash_during_slot_reuse_tombstones_and_reinsert() {
 
 #[test]
 fn wbl_crash_during_page_allocation_of_large_versions() {
-    // 4 KiB versions: 15 to a page, so the updates allocate new heap pages.
-    let steps: Vec<Step> = (0..16).map(|i| vec![(2, i % 4, Some(20 + i as i64), false)]).collect();
+    // 4 KiB versions: 15 to a page, so the updates (three versions each)
+    // allocate a new heap page, then reuse reclaimed slots.
+    let blobs = |i: i64| (0..3).map(move |k| (2, k, Some(20 * (i + 1) + k as i64), false));
+    let steps: Vec<Step> = (0..5).map(|i| blobs(i).collect()).collect();
     run::<Wbl>(&Scenario {
         warm: blobs_warm(),
-        strict_budget: 64,
+        strict_budget: 256,
         paranoid_budget: 8,
         ..Scenario::one("pages", steps)
     });

@@ -40,6 +40,15 @@ pub fn volatile_thread(worker: usize) -> u32 {
     256 + worker as u32 + 1
 }
 
+/// Recovery threads: `recovery_threads`, else one per CPU, at most one per
+/// unit of work (and at most 64).
+pub fn recovery_threads(config: &EngineConfig, units: usize) -> usize {
+    config
+        .recovery_threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, units.clamp(1, 64))
+}
+
 /// Pool thread slot of checkpoints and other background persistence.
 pub const BACKGROUND_THREAD: u32 = zen_pmem::MAX_THREADS as u32 - 1;
 

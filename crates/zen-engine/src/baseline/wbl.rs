@@ -574,8 +574,10 @@ impl<B: PmemBackend> Store for WblStore<B> {
     }
 
     fn sync(core: &Core<Self>, local: &mut WblLocal) -> Result<()> {
-        force_record(core, local);
+        // Garbage first: the record's fence then makes its zeroing durable
+        // too, so nothing of this worker is left pending.
         collect_garbage(core, local);
+        force_record(core, local);
         Ok(())
     }
 

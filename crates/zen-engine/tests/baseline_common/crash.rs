@@ -37,7 +37,7 @@ pub type State = BTreeMap<(u32, u64), i64>;
 pub type Step = Vec<(u32, u64, Option<i64>, bool)>;
 
 pub const PAGE_BYTES: u64 = 64 << 10;
-pub const POOL_BYTES: u64 = 24 * PAGE_BYTES;
+pub const POOL_BYTES: u64 = 18 * PAGE_BYTES;
 /// Row bytes of the "blobs" table (table 2): 16 rows fill a log page.
 pub const BLOB_BYTES: usize = 4096;
 pub const TABLES: u32 = 3;
@@ -154,6 +154,11 @@ pub struct Scenario {
     pub strict_budget: u64,
     pub paranoid_budget: u64,
     pub fault: Option<BaselineFault>,
+    /// DRAM budget for tuples (mmdb places the rest in NVM as volatile memory).
+    pub dram_budget_bytes: Option<u64>,
+    /// Record from the recovery of the loaded image on (no trace reset): for
+    /// runs that leave volatile NVM writes pending, which a reset refuses.
+    pub trace_from_open: bool,
 }
 
 impl Scenario {
@@ -167,6 +172,8 @@ impl Scenario {
             strict_budget: 256,
             paranoid_budget: 24,
             fault: None,
+            dram_budget_bytes: None,
+            trace_from_open: false,
         }
     }
 }
@@ -183,6 +190,8 @@ pub fn config(kind: EngineKind, sc: &Scenario) -> EngineConfig {
         durability: sc.durability,
         group_commit_interval_us: sc.group_commit_interval_us,
         baseline_fault: sc.fault,
+        dram_ratio: sc.dram_budget_bytes.map(|_| 1.0),
+        expected_data_bytes: sc.dram_budget_bytes,
         ..Default::default()
     }
 }
@@ -286,7 +295,11 @@ pub fn record<S: Subject>(sc: &Scenario) -> (Trace, Vec<WorkerModel>, Vec<String
             }
             w.sync().unwrap();
         }
-        S::backend(&engine).reset_trace();
+        if sc.trace_from_open {
+            assert!(sc.warm.is_empty(), "warm-up steps would be in the trace");
+        } else {
+            S::backend(&engine).reset_trace();
+        }
         let opts = TxnOptions { durability: Some(sc.durability), ..Default::default() };
         let workers: Vec<_> = sc.workers.iter().map(|_| e.worker().unwrap()).collect();
         let engine_ref = &engine;
@@ -345,15 +358,17 @@ pub fn oracle<S: Subject>(
     let got = read_state(e)?;
     for m in models {
         let mine = m.restrict(&got);
-        let k = m
-            .states
-            .iter()
-            .position(|s| *s == mine)
-            .ok_or_else(|| format!("worker {}: state matches no prefix: {mine:?}", m.id))?;
+        // Some prefix at least as long as the acknowledged one must explain
+        // the state (two prefixes may leave equal states: any one will do).
         let acked_here = acked.iter().filter(|&&c| zen_engine::ts::worker_of(c) == m.id).count();
-        if k < acked_here {
+        let matching: Vec<usize> =
+            m.states.iter().enumerate().filter(|(_, s)| **s == mine).map(|(k, _)| k).collect();
+        if matching.is_empty() {
+            return Err(format!("worker {}: state matches no prefix: {mine:?}", m.id));
+        }
+        if !matching.iter().any(|&k| k >= acked_here) {
             return Err(format!(
-                "worker {}: {k} transactions survived, {acked_here} acknowledged (acked {acked:?})",
+                "worker {}: prefixes {matching:?} survived, {acked_here} acknowledged (acked {acked:?})",
                 m.id
             ));
         }
@@ -427,13 +442,23 @@ pub fn nested<S: Subject>(
     seed: u64,
     c: &EngineConfig,
 ) -> Result<u64, String> {
+    // At the mid-run point, the third strict image (after "nothing pending"
+    // and "all of it" comes one line partly applied: a torn tail for
+    // recovery to clean up); and the end of the run.
     let count = trace.fence_count() + 1;
-    let points: Vec<Vec<u8>> = trace
-        .crash_points()
-        .enumerate()
-        .filter(|(i, _)| *i == count / 2 || *i == count - 1)
-        .map(|(_, p)| p.durable_image())
-        .collect();
+    let mut points: Vec<Vec<u8>> = Vec::new();
+    for (i, p) in trace.crash_points().enumerate() {
+        if i == count / 2 {
+            let mut cursor = p.cursor(CrashMode::Strict, 3, seed);
+            let mut last = None;
+            while let Some(image) = cursor.next_image() {
+                last = Some(image.bytes.to_vec());
+            }
+            points.extend(last);
+        } else if i == count - 1 {
+            points.push(p.durable_image());
+        }
+    }
     let mut recoveries = 0;
     for image in points {
         let first = {
@@ -442,7 +467,7 @@ pub fn nested<S: Subject>(
             S::into_pool(engine).unwrap().abandon();
             s
         };
-        let plan = CheckPlan::new(CrashMode::Strict, 16, seed);
+        let plan = CheckPlan::new(CrashMode::Strict, 8, seed);
         let stats = for_each_nested(image, PersistenceDomain::Adr, plan, 2, |backend, _| {
             let pool = Pool::open_on(backend).map_err(|e| format!("pool open: {e}"))?;
             let engine = S::recover(pool, c).map_err(|e| format!("recovery: {e}"))?;

@@ -33,12 +33,12 @@ use super::layout::{self, CHECKPOINT_TABLE, LOG_TABLE};
 use super::log::{self, LogScan, LoggedTxn, WorkerLog};
 use super::{CheckpointState, MmdbStore, MmdbTable};
 use crate::api::{RecoveryReport, TableId};
-use crate::baseline::BACKGROUND_THREAD;
 use crate::baseline::occ::{Core, Store, Table, dram_budget_bytes, tid};
+use crate::baseline::{BACKGROUND_THREAD, recovery_threads, volatile_thread, worker_thread};
 use crate::catalog;
 use crate::config::EngineConfig;
 use crate::error::{Error, Result};
-use crate::ts::Clock;
+use crate::ts::{self, Clock};
 
 type Tables = Vec<Arc<Table<MmdbTable>>>;
 
@@ -68,6 +68,9 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<C
         CheckpointState { seq: d.seq, ts: d.ts, directory: Some(d.page), pages: d.pages.clone() }
     });
     let covered = checkpoint.ts;
+    if covered >= ts::MAX_CTS / 2 {
+        return Err(Error::Corrupt(format!("checkpoint ts {covered} beyond the clock")));
+    }
     let row_bytes: Vec<usize> = doc.tables.iter().map(|t| t.row_size()).collect();
     let mut store = MmdbStore::new(pool, doc.floor_page, config, Vec::new(), budget, checkpoint);
     let tables: Tables = doc
@@ -79,20 +82,25 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<C
             Arc::new(Table::new(id, s.clone(), store.new_table_ext(id, s)))
         })
         .collect();
-    let mut report = RecoveryReport { threads: 1, ..Default::default() };
+    let units = directory.as_ref().map_or(0, |d| d.pages.len()).max(workers);
+    let threads = recovery_threads(config, units);
+    let mut report = RecoveryReport { threads, ..Default::default() };
     if let Some(d) = &directory {
-        load_checkpoint(&store, &tables, d, &row_bytes, &mut report)?;
+        load_checkpoint(&store, &tables, d, &row_bytes, threads, &mut report)?;
     }
     report.scan_ms = ms(started);
     let replay_started = Instant::now();
-    let mut scans = Vec::with_capacity(workers);
-    for w in 0..workers {
-        let pages = log_pages.get(&w).cloned().unwrap_or_default();
-        report.pages_scanned += pages.len() as u64;
-        let scan = log::scan(&store.pool, thread, w, pages, &row_bytes, covered)?;
+    let mut scans = scan_logs(&store.pool, &log_pages, workers, &row_bytes, covered, threads)?;
+    if let Some(t) = scans.iter().flat_map(|s| &s.txns).find(|t| t.cts >= ts::MAX_CTS / 2) {
+        return Err(Error::Corrupt(format!(
+            "logged transaction with cts {} beyond the clock",
+            t.cts
+        )));
+    }
+    for (w, scan) in scans.iter().enumerate() {
+        report.pages_scanned += log_pages.get(&w).map_or(0, Vec::len) as u64;
         report.bytes_scanned += scan.bytes;
         report.uncommitted_discarded += scan.incomplete;
-        scans.push(scan);
     }
     let cleanup_started = Instant::now();
     let logs = clean_log_tails(&store.pool, &mut scans)?;
@@ -162,19 +170,81 @@ fn classify_pages<B: PmemBackend>(
     Ok(logs)
 }
 
+/// Read every worker's log, `threads` logs at a time (read-only).
+fn scan_logs<B: PmemBackend>(
+    pool: &Pool<B>,
+    log_pages: &HashMap<usize, Vec<(u64, u64)>>,
+    workers: usize,
+    row_bytes: &[usize],
+    covered: u64,
+    threads: usize,
+) -> Result<Vec<LogScan>> {
+    let ids: Vec<usize> = (0..workers).collect();
+    let part = workers.div_ceil(threads).max(1);
+    let results: Vec<Result<Vec<LogScan>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = ids
+            .chunks(part)
+            .enumerate()
+            .map(|(i, mine)| {
+                s.spawn(move || {
+                    mine.iter()
+                        .map(|&w| {
+                            let pages = log_pages.get(&w).cloned().unwrap_or_default();
+                            log::scan(pool, worker_thread(i), w, pages, row_bytes, covered)
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("a log scan thread panicked")).collect()
+    });
+    let mut scans = Vec::with_capacity(workers);
+    for r in results {
+        scans.extend(r?);
+    }
+    Ok(scans)
+}
+
+/// Load the checkpoint's data pages, `threads` at a time: thread i reads
+/// with worker i's counters and places rows through its volatile slot.
 fn load_checkpoint<B: PmemBackend>(
     store: &MmdbStore<B>,
     tables: &Tables,
     d: &Directory,
     row_bytes: &[usize],
+    threads: usize,
     report: &mut RecoveryReport,
 ) -> Result<()> {
-    let thread = BACKGROUND_THREAD;
-    for &page in &d.pages {
-        report.pages_scanned += 1;
-        report.bytes_scanned += checkpoint::read_data_page(
+    let part = d.pages.len().div_ceil(threads).max(1);
+    let results: Vec<Result<u64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = d
+            .pages
+            .chunks(part)
+            .enumerate()
+            .map(|(i, mine)| s.spawn(move || load_pages(store, tables, d, row_bytes, mine, i)))
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("a checkpoint load thread panicked")).collect()
+    });
+    for r in results {
+        report.bytes_scanned += r?;
+    }
+    report.pages_scanned += d.pages.len() as u64;
+    Ok(())
+}
+
+fn load_pages<B: PmemBackend>(
+    store: &MmdbStore<B>,
+    tables: &Tables,
+    d: &Directory,
+    row_bytes: &[usize],
+    pages: &[u64],
+    thread_index: usize,
+) -> Result<u64> {
+    let mut bytes = 0;
+    for &page in pages {
+        bytes += checkpoint::read_data_page(
             &store.pool,
-            thread,
+            worker_thread(thread_index),
             page,
             d.seq,
             row_bytes,
@@ -187,11 +257,11 @@ fn load_checkpoint<B: PmemBackend>(
                         t.schema.name
                     )));
                 }
-                put(store, t, rid, row, 0)
+                put(store, t, rid, row, 0, volatile_thread(thread_index))
             },
         )?;
     }
-    Ok(())
+    Ok(bytes)
 }
 
 fn too_many(t: &Table<MmdbTable>) -> Error {
@@ -205,13 +275,14 @@ fn put<B: PmemBackend>(
     rid: u64,
     row: &[u8],
     cts: u64,
+    thread: u32,
 ) -> Result<()> {
     let r = t.records.get(rid);
     if r.loc.load(Ordering::Acquire) == 0 {
-        store.place_row(t, rid, BACKGROUND_THREAD)?;
+        store.place_row(t, rid, thread)?;
     }
     let word = tid::make(cts, false);
-    store.write_row(t, rid, BACKGROUND_THREAD, Some(row), word);
+    store.write_row(t, rid, thread, Some(row), word);
     r.tid.store(word, Ordering::Release);
     Ok(())
 }
@@ -226,7 +297,7 @@ fn replay<B: PmemBackend>(store: &MmdbStore<B>, tables: &Tables, txn: &LoggedTxn
         })?;
         let rid = t.lookup_or_create(e.key).ok_or_else(|| too_many(t))?;
         match &e.row {
-            Some(row) => put(store, t, rid, row, txn.cts)?,
+            Some(row) => put(store, t, rid, row, txn.cts, BACKGROUND_THREAD)?,
             None => {
                 let word = tid::make(txn.cts, true);
                 store.write_row(t, rid, BACKGROUND_THREAD, None, word);

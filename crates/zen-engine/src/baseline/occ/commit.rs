@@ -97,8 +97,9 @@ impl<S: Store> OccWorker<'_, S> {
         Ok(())
     }
 
-    /// Every record in the scanned range now was met by the scan, or is not
-    /// live (an unlocked absent placeholder), or is this transaction's insert.
+    /// Every record in the scanned range now was met live by the scan (and
+    /// is validated as a read), or is this transaction's write, or is not
+    /// live and not being inserted (unlocked absent).
     fn scan_still_valid(&self, scan: &ScanItem) -> bool {
         let t = &self.tables[scan.table as usize];
         let seen = &self.seen[scan.seen_at..scan.seen_at + scan.seen_len];

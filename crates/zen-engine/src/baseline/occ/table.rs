@@ -27,8 +27,37 @@ use super::tid;
 use crate::api::TableId;
 use crate::schema::TableSchema;
 
-const RECORD_CHUNK: usize = 1 << 14;
-const RECORD_CHUNKS: usize = 1 << 16;
+const RECORD_CHUNK: usize = 1 << 12;
+
+/// A lazily allocated, two-level directory of up to `MAX_CHUNKS` chunks:
+/// creating one costs a few KiB (recovery builds many tables, crash
+/// campaigns many engines), and an access is two atomic loads.
+pub struct ChunkDir<C> {
+    top: Box<[OnceLock<Leaf<C>>]>,
+}
+
+type Leaf<C> = Box<[OnceLock<C>]>;
+
+const DIR_TOP: usize = 1 << 8;
+const DIR_LEAF: usize = 1 << 10;
+/// Most chunks a directory holds.
+pub const MAX_CHUNKS: usize = DIR_TOP * DIR_LEAF;
+
+impl<C> Default for ChunkDir<C> {
+    fn default() -> Self {
+        ChunkDir { top: (0..DIR_TOP).map(|_| OnceLock::new()).collect() }
+    }
+}
+
+impl<C> ChunkDir<C> {
+    /// Chunk `index` (< MAX_CHUNKS), made by `init` on first use.
+    #[inline]
+    pub fn get_or_init(&self, index: usize, init: impl FnOnce() -> C) -> &C {
+        let leaf = self.top[index / DIR_LEAF]
+            .get_or_init(|| (0..DIR_LEAF).map(|_| OnceLock::new()).collect());
+        leaf[index % DIR_LEAF].get_or_init(init)
+    }
+}
 
 /// The three words of a record (see the module docs).
 #[derive(Debug)]
@@ -46,31 +75,32 @@ impl Default for Record {
 
 /// The records of a table, addressed by record id, in lazily allocated chunks.
 pub struct Records {
-    chunks: Box<[OnceLock<Box<[Record]>>]>,
+    chunks: ChunkDir<Box<[Record]>>,
     next: AtomicU64,
 }
 
 impl Records {
     fn new() -> Records {
-        Records { chunks: (0..RECORD_CHUNKS).map(|_| OnceLock::new()).collect(), next: 0.into() }
+        Records { chunks: ChunkDir::default(), next: 0.into() }
     }
 
     /// A new, absent record; `None` when the table has 2^30 records.
     fn allocate(&self) -> Option<u64> {
         let id = self.next.fetch_add(1, Ordering::AcqRel);
-        (id < (RECORD_CHUNK * RECORD_CHUNKS) as u64).then_some(id)
+        (id < (RECORD_CHUNK * MAX_CHUNKS) as u64).then_some(id)
     }
 
     #[inline]
     pub fn get(&self, rid: u64) -> &Record {
-        let chunk = self.chunks[rid as usize / RECORD_CHUNK]
-            .get_or_init(|| (0..RECORD_CHUNK).map(|_| Record::default()).collect());
+        let chunk = self.chunks.get_or_init(rid as usize / RECORD_CHUNK, || {
+            (0..RECORD_CHUNK).map(|_| Record::default()).collect()
+        });
         &chunk[rid as usize % RECORD_CHUNK]
     }
 
     /// Records allocated so far (ids are `0..count`).
     pub fn count(&self) -> u64 {
-        self.next.load(Ordering::Acquire).min((RECORD_CHUNK * RECORD_CHUNKS) as u64)
+        self.next.load(Ordering::Acquire).min((RECORD_CHUNK * MAX_CHUNKS) as u64)
     }
 }
 
@@ -189,18 +219,20 @@ impl<X> Table<X> {
 /// deleted record keeps its row for a later insert of the same key.
 pub struct DramRows {
     words_per_row: usize,
-    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    /// Rows per chunk: about 256 KiB of words, 16..=4096 rows.
+    rows_per_chunk: usize,
+    chunks: ChunkDir<Box<[AtomicU64]>>,
     next: AtomicU64,
 }
-
-const ROW_CHUNK: usize = 1 << 12;
-const ROW_CHUNKS: usize = 1 << 18;
 
 impl DramRows {
     pub fn new(row_bytes: usize) -> DramRows {
         DramRows {
             words_per_row: row_bytes.div_ceil(8),
-            chunks: (0..ROW_CHUNKS).map(|_| OnceLock::new()).collect(),
+            rows_per_chunk: ((256 << 10) / (row_bytes.div_ceil(8) * 8).max(8))
+                .clamp(16, 4096)
+                .next_power_of_two(),
+            chunks: ChunkDir::default(),
             next: 0.into(),
         }
     }
@@ -208,20 +240,21 @@ impl DramRows {
     /// A new row index; `None` when 2^30 rows are allocated.
     pub fn allocate(&self) -> Option<u64> {
         let id = self.next.fetch_add(1, Ordering::AcqRel);
-        (id < (ROW_CHUNK * ROW_CHUNKS) as u64).then_some(id)
+        (id < (self.rows_per_chunk * MAX_CHUNKS) as u64).then_some(id)
     }
 
     /// Rows allocated so far.
     pub fn count(&self) -> u64 {
-        self.next.load(Ordering::Acquire).min((ROW_CHUNK * ROW_CHUNKS) as u64)
+        self.next.load(Ordering::Acquire).min((self.rows_per_chunk * MAX_CHUNKS) as u64)
     }
 
     #[inline]
     fn words(&self, index: u64) -> &[AtomicU64] {
-        let chunk = self.chunks[index as usize / ROW_CHUNK].get_or_init(|| {
-            (0..ROW_CHUNK * self.words_per_row).map(|_| AtomicU64::new(0)).collect()
+        let per = self.rows_per_chunk;
+        let chunk = self.chunks.get_or_init(index as usize / per, || {
+            (0..per * self.words_per_row).map(|_| AtomicU64::new(0)).collect()
         });
-        let at = index as usize % ROW_CHUNK * self.words_per_row;
+        let at = index as usize % per * self.words_per_row;
         &chunk[at..at + self.words_per_row]
     }
 

@@ -164,6 +164,11 @@ impl<'e, S: Store> OccWorker<'e, S> {
         Ok(())
     }
 
+    /// The TID this transaction observed for (table, rid), if it read it.
+    fn observed(&self, table: u32, rid: u64) -> Option<u64> {
+        self.reads.iter().rev().find(|r| r.table == table && r.rid == rid).map(|r| r.observed)
+    }
+
     pub(super) fn find_write(&self, table: u32, rid: u64) -> Option<usize> {
         self.writes.iter().position(|w| w.table == table && w.rid == rid)
     }
@@ -254,11 +259,20 @@ impl<'e, S: Store> OccWorker<'e, S> {
             }
             return Ok(());
         }
-        let mut scratch = std::mem::take(&mut self.row_buf);
-        scratch.resize(t.row_bytes, 0);
-        let present = self.get(table, key, &mut scratch);
-        self.row_buf = scratch;
-        if !present? {
+        // A record this transaction read already is not read again: acting
+        // on a second, different view (e.g. "deleted meanwhile") would turn a
+        // conflict into a wrong answer; commit validates the first view.
+        let present = match self.observed(table.0, rid) {
+            Some(observed) => !tid::is_absent(observed),
+            None => {
+                let mut scratch = std::mem::take(&mut self.row_buf);
+                scratch.resize(t.row_bytes, 0);
+                let present = self.get(table, key, &mut scratch);
+                self.row_buf = scratch;
+                present?
+            }
+        };
+        if !present {
             return Err(not_found());
         }
         let kind = if row.is_some() { WriteKind::Update } else { WriteKind::Delete };
@@ -287,6 +301,10 @@ impl<'e, S: Store> OccWorker<'e, S> {
         let word = &t.records.get(rid).tid;
         let cur = word.load(Ordering::Acquire);
         if !tid::is_absent(cur) {
+            if self.observed(table.0, rid).is_some_and(tid::is_absent) {
+                // It was absent when this transaction read it: a conflict.
+                return Err(Error::Abort(AbortReason::ReadValidation));
+            }
             // The key exists: that is a read of it (validated at commit).
             self.reads.push(ReadItem { table: table.0, rid, observed: cur & !tid::LOCK });
             return Err(duplicate());
@@ -321,10 +339,8 @@ impl<'e, S: Store> OccWorker<'e, S> {
         let mut last = high;
         let mut stopped = false;
         for (key, rid) in t.range(low..=high) {
-            self.check_access_limit()?;
-            self.seen.push((key, rid));
             last = key;
-            if self.visit(&t, rid, &mut row)? {
+            if self.visit(&t, key, rid, &mut row)? {
                 visited += 1;
                 if !f(key, &row) || visited >= limit {
                     stopped = true;
@@ -341,7 +357,17 @@ impl<'e, S: Store> OccWorker<'e, S> {
     }
 
     /// Read one record met by a scan; true when it has a live row in `row`.
-    fn visit(&mut self, t: &Table<S::TableExt>, rid: u64, row: &mut [u8]) -> Result<bool> {
+    /// Live rows are registered as reads (and met, for the re-scan); an
+    /// absent record (a deleted key, a placeholder) is not: the commit-time
+    /// re-scan treats it as new and aborts if it became live, so tables with
+    /// many deleted keys neither fill the access set nor slow validation.
+    fn visit(
+        &mut self,
+        t: &Table<S::TableExt>,
+        key: u64,
+        rid: u64,
+        row: &mut [u8],
+    ) -> Result<bool> {
         if let Some(i) = self.find_write(t.id.0, rid) {
             let w = self.writes[i];
             if w.deleted() {
@@ -351,8 +377,13 @@ impl<'e, S: Store> OccWorker<'e, S> {
             return Ok(true);
         }
         let observed = self.read_current(t, rid, row)?;
+        if tid::is_absent(observed) {
+            return Ok(false);
+        }
+        self.check_access_limit()?;
+        self.seen.push((key, rid));
         self.reads.push(ReadItem { table: t.id.0, rid, observed });
-        Ok(!tid::is_absent(observed))
+        Ok(true)
     }
 
     fn lookup_secondary(

@@ -11,13 +11,13 @@
 //! A record points at its entry (low half of its `aux` word); a pointer to an
 //! entry since reused for another record is harmless (the rid tag differs).
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 
 use parking_lot::Mutex;
 
+use crate::baseline::occ::table::{ChunkDir, MAX_CHUNKS};
+
 const CHUNK: usize = 256;
-const MAX_CHUNKS: usize = 1 << 16;
 /// Entries every table may hold even when the budget is spent.
 const MIN_ENTRIES: u64 = 16;
 /// Victims the CLOCK hand examines per eviction at most.
@@ -39,7 +39,7 @@ struct Chunk {
 /// The cache of one table.
 pub struct TupleCache {
     words_per_row: usize,
-    chunks: Box<[OnceLock<Chunk>]>,
+    chunks: ChunkDir<Chunk>,
     /// Entries in use (a multiple of CHUNK), grown under `grow`.
     entries: AtomicU64,
     grow: Mutex<()>,
@@ -57,7 +57,7 @@ impl TupleCache {
     pub fn new(row_bytes: usize) -> TupleCache {
         TupleCache {
             words_per_row: row_bytes.div_ceil(8),
-            chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
+            chunks: ChunkDir::default(),
             entries: AtomicU64::new(0),
             grow: Mutex::new(()),
             hand: AtomicU64::new(0),
@@ -69,7 +69,7 @@ impl TupleCache {
     }
 
     fn chunk(&self, index: u64) -> &Chunk {
-        self.chunks[index as usize / CHUNK].get_or_init(|| Chunk {
+        self.chunks.get_or_init(index as usize / CHUNK, || Chunk {
             entries: (0..CHUNK).map(|_| Entry::default()).collect(),
             data: (0..CHUNK * self.words_per_row).map(|_| AtomicU64::new(0)).collect(),
         })

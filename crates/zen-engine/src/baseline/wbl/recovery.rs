@@ -32,12 +32,12 @@ use zen_pmem::{PageOwner, PmemBackend, Pool, SYSTEM_TABLE};
 use super::layout::{self, WblRecord};
 use super::{WblStore, WblTable, space};
 use crate::api::{RecoveryReport, TableId};
-use crate::baseline::BACKGROUND_THREAD;
 use crate::baseline::occ::{Core, Store, Table, tid};
+use crate::baseline::{BACKGROUND_THREAD, recovery_threads, worker_thread};
 use crate::catalog;
 use crate::config::EngineConfig;
 use crate::error::{Error, Result};
-use crate::ts::Clock;
+use crate::ts::{self, Clock};
 
 #[derive(Debug, Clone, Copy)]
 struct Found {
@@ -64,6 +64,9 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<C
         return Err(Error::Corrupt(format!("meta page {}: bad magic", doc.floor_page)));
     }
     let last = last_record(&pool, meta)?;
+    if last.cd >= ts::MAX_CTS / 2 {
+        return Err(Error::Corrupt(format!("write-behind record {last:?}: cd beyond the clock")));
+    }
     let thread = BACKGROUND_THREAD;
     let root = pool.catalog_root().map(u64::from);
     let mut pages = Vec::new();
@@ -86,7 +89,9 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<C
     }
     let slot_sizes: Vec<u64> = doc.tables.iter().map(|t| layout::slot_size(t.row_size())).collect();
     let mut report = RecoveryReport { threads: 1, ..Default::default() };
-    let scan = scan_pages(&pool, &pages, &slot_sizes, last, &mut report)?;
+    let threads = recovery_threads(config, pages.len());
+    report.threads = threads;
+    let scan = scan_pages(&pool, &pages, &slot_sizes, last, threads, &mut report)?;
     report.scan_ms = ms(started);
     let (winners, losers, tombstones) = classify(&scan.found, &scan.undone);
     report.uncommitted_discarded = scan.undone.len() as u64;
@@ -140,8 +145,49 @@ struct Scan {
     max_cts: u64,
 }
 
+/// The scan phase, pages dealt to `threads` threads; thread i reads with
+/// worker i's counters (no worker is registered during recovery).
 fn scan_pages<B: PmemBackend>(
     pool: &Pool<B>,
+    pages: &[(u64, PageOwner)],
+    slot_sizes: &[u64],
+    last: WblRecord,
+    threads: usize,
+    report: &mut RecoveryReport,
+) -> Result<Scan> {
+    let part = pages.len().div_ceil(threads).max(1);
+    let results: Vec<Result<(Scan, RecoveryReport)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = pages
+            .chunks(part)
+            .enumerate()
+            .map(|(i, mine)| {
+                s.spawn(move || {
+                    let mut r = RecoveryReport::default();
+                    scan_some(pool, worker_thread(i), mine, slot_sizes, last, &mut r)
+                        .map(|x| (x, r))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("a recovery scan thread panicked")).collect()
+    });
+    let mut out =
+        Scan { found: Vec::new(), undone: Vec::new(), torn_headers: Vec::new(), max_cts: 0 };
+    for result in results {
+        let (scan, r) = result?;
+        out.found.extend(scan.found);
+        out.undone.extend(scan.undone);
+        out.torn_headers.extend(scan.torn_headers);
+        out.max_cts = out.max_cts.max(scan.max_cts);
+        report.pages_scanned += r.pages_scanned;
+        report.bytes_scanned += r.bytes_scanned;
+        report.slots_scanned += r.slots_scanned;
+    }
+    Ok(out)
+}
+
+fn scan_some<B: PmemBackend>(
+    pool: &Pool<B>,
+    thread: u32,
     pages: &[(u64, PageOwner)],
     slot_sizes: &[u64],
     last: WblRecord,
@@ -150,7 +196,7 @@ fn scan_pages<B: PmemBackend>(
     let mut out =
         Scan { found: Vec::new(), undone: Vec::new(), torn_headers: Vec::new(), max_cts: 0 };
     let mut buf = vec![0u8; pool.page_size() as usize];
-    let p = pool.persister(BACKGROUND_THREAD);
+    let p = pool.persister(thread);
     for &(page, owner) in pages {
         let base = pool.page_offset(page);
         p.read(base, &mut buf);

@@ -15,6 +15,7 @@ pub mod backend;
 pub mod counters;
 pub mod cpu;
 pub mod error;
+pub mod expected;
 pub mod header;
 pub mod latency;
 pub mod page_table;

@@ -19,6 +19,7 @@
 //! [`SYSTEM_THREAD`] is used by pool bookkeeping (create, open, close).
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
@@ -121,6 +122,8 @@ pub struct Pool<B: PmemBackend> {
     counters: Box<[CachePadded<WorkerCounters>]>,
     /// Free page ids, popped from the end (lowest id last pushed = first used).
     free_pages: Mutex<Vec<u64>>,
+    /// Whether anything beyond the open itself was written (see `mark_in_use`).
+    in_use: AtomicBool,
     closed: bool,
 }
 
@@ -154,6 +157,7 @@ impl<B: PmemBackend> Pool<B> {
             uuid,
         };
         let mut pool = Pool::with_header(backend, header, false);
+        pool.mark_in_use();
         let p = pool.persister(SYSTEM_THREAD);
         let table_bytes = page_count * 8;
         p.write_zeros(header::PAGE_TABLE_OFFSET, table_bytes);
@@ -218,6 +222,7 @@ impl<B: PmemBackend> Pool<B> {
             was_clean_shutdown,
             counters,
             free_pages: Mutex::new(Vec::new()),
+            in_use: AtomicBool::new(false),
             closed: false,
         }
     }
@@ -304,6 +309,7 @@ impl<B: PmemBackend> Pool<B> {
 
     /// Durably point the header at the catalog page (one atomic store).
     pub fn set_catalog_root(&self, thread: u32, page: Option<u32>) {
+        self.mark_in_use();
         let p = self.persister(thread);
         p.write_u64_atomic(header::OFF_CATALOG_ROOT, header::encode_catalog_root(page));
         p.persist(header::OFF_CATALOG_ROOT, 8);
@@ -316,6 +322,7 @@ impl<B: PmemBackend> Pool<B> {
             page_count: self.header.page_count,
             page_size: self.header.page_size,
         })?;
+        self.mark_in_use();
         let p = self.persister(thread);
         let start = self.page_offset(page);
         p.write_zeros(start, self.header.page_size);
@@ -337,6 +344,7 @@ impl<B: PmemBackend> Pool<B> {
                 worker: owner.worker,
             });
         }
+        self.mark_in_use();
         let p = self.persister(thread);
         let entry = self.entry_offset(page);
         p.write_u64_atomic(entry, 0);
@@ -403,6 +411,15 @@ impl<B: PmemBackend> Pool<B> {
         self.backend.sync_all()
     }
 
+    /// Record that the pool's contents are about to change (page allocation,
+    /// release and the catalog root do it themselves; an engine calls it
+    /// before its first own write, e.g. recovery's clean-up). A pool dropped
+    /// before that (an open refused by the engine) is left as it was found:
+    /// its clean-shutdown word is restored, not set.
+    pub fn mark_in_use(&self) {
+        self.in_use.store(true, Ordering::Release);
+    }
+
     /// Drop the pool without the clean-shutdown write, as a crash would.
     pub fn abandon(mut self) {
         self.closed = true;
@@ -412,7 +429,11 @@ impl<B: PmemBackend> Pool<B> {
 impl<B: PmemBackend> Drop for Pool<B> {
     fn drop(&mut self) {
         // Best effort: a pool dropped without `close` (e.g. on an error path) is
-        // still closed cleanly; `abandon` is the way to simulate a crash.
+        // still closed cleanly; `abandon` is the way to simulate a crash. A
+        // pool nothing was written to keeps the clean-shutdown word it had.
+        if !self.in_use.load(Ordering::Acquire) && !self.was_clean_shutdown {
+            self.closed = true;
+        }
         let _ = self.close_inner();
     }
 }

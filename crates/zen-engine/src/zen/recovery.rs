@@ -34,7 +34,7 @@ use crate::cc::silo;
 use crate::config::EngineConfig;
 use crate::error::{Error, Result};
 use crate::heap::{self, SlotHeader};
-use crate::ts::Clock;
+use crate::ts::{self, Clock};
 
 /// A non-empty slot found by the scan.
 #[derive(Debug, Clone, Copy)]
@@ -70,7 +70,6 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<S
     if doc.engine != "zen" {
         return Err(Error::WrongEngine { expected: "zen".into(), found: doc.engine });
     }
-    release_orphan_system_pages(&pool, doc.floor_page)?;
     let pages: Vec<(u64, PageOwner)> =
         pool.owned_pages()?.into_iter().filter(|(_, o)| o.table != SYSTEM_TABLE).collect();
     for &(page, owner) in &pages {
@@ -103,7 +102,19 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<S
         .collect();
     let ts_commit: Vec<u64> =
         (0..regions).map(|w| scan.max_lp.get(&w).copied().unwrap_or(0).max(floors[w])).collect();
+    // Timestamps stay far below `ts::MAX_CTS` in any pool we wrote (2^52
+    // commits): one beyond half of it is corruption, and resuming the clock
+    // above it would exhaust the timestamp space.
+    let limit = ts::MAX_CTS / 2;
+    if let Some(cts) =
+        std::iter::once(scan.max_cts).chain(floors.iter().copied()).find(|&c| c >= limit)
+    {
+        return Err(Error::Corrupt(format!("timestamp {cts:#x} beyond the clock's range")));
+    }
     let (winners, losers, uncommitted) = classify(&scan.found, &ts_commit);
+    // Everything is validated: from here on recovery writes to the pool.
+    pool.mark_in_use();
+    release_orphan_system_pages(&pool, doc.floor_page)?;
     let tombstones_first = config.fault == Some(crate::config::Fault::RecoveryTombstonesFirst);
     let skip_floors = config.fault == Some(crate::config::Fault::NoCommitFloor);
     clean(

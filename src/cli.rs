@@ -34,11 +34,14 @@ pub enum Command {
     /// Open a pool (which recovers it) and print the recovery phases.
     Recover(PoolArgs),
     /// Check the workload's consistency conditions and the engine's invariants.
-    Check(PoolArgs),
+    Check(CheckArgs),
     /// Print a pool's header, features and page ownership (read-only).
     Inspect(InspectArgs),
     /// List the engines, concurrency-control protocols or workloads.
     List(ListArgs),
+    /// Run a workload on the crash simulator, crash it before fences, recover
+    /// every crash image and check the post-crash oracle (exit 5 on a violation).
+    CrashTest(CrashTestArgs),
 }
 
 /// The benchmark workloads.
@@ -225,6 +228,74 @@ pub struct RunArgs {
     pub driver: DriverArgs,
     #[command(flatten)]
     pub params: WorkloadArgs,
+    /// Process-kill testing: record each worker's intent/ack words in FILE (an
+    /// mmapped file outside the pool; created if missing) and a receipt row per
+    /// writing transaction. Forces --durability immediate. Verify with
+    /// `zen check --pool P --expected-state FILE`.
+    #[arg(long, value_name = "FILE")]
+    pub expected_state: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub pool: PoolArgs,
+    /// Also verify the intent/ack words `zen run --expected-state FILE` wrote:
+    /// every acknowledged transaction present, none beyond a worker's intent.
+    #[arg(long, value_name = "FILE")]
+    pub expected_state: Option<PathBuf>,
+}
+
+/// The workloads of `zen crash-test`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CrashWorkloadKind {
+    Bank,
+    Ycsb,
+    Smallbank,
+    Tpcc,
+}
+
+#[derive(Debug, Args)]
+pub struct CrashTestArgs {
+    /// bank, ycsb, smallbank or tpcc (small fixed populations; see docs/testing.md).
+    #[arg(value_enum)]
+    pub workload: CrashWorkloadKind,
+    /// Engine design (only zen so far).
+    #[arg(long, default_value = "zen")]
+    pub engine: String,
+    /// Concurrency-control protocol (see `zen list cc`).
+    #[arg(long, default_value = "silo")]
+    pub cc: String,
+    /// Crash images: strict (Px86 under ADR), paranoid (any subset of pending stores) or eadr.
+    #[arg(long, default_value = "strict")]
+    pub mode: String,
+    /// Most crash points checked (sampled when the trace has more).
+    #[arg(long, default_value_t = 200)]
+    pub crash_points: u64,
+    /// Most images per crash point (exhaustive when a point has no more).
+    #[arg(long, default_value_t = 16)]
+    pub images_per_point: u64,
+    /// Levels of crashes during recovery (0 = none).
+    #[arg(long, default_value_t = 1)]
+    pub nested_depth: u32,
+    /// Seed of the requests, image choice and nested crashes (random when absent; printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Workers of the recorded run (1..=4; with one, a seed replays the same requests).
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Requests per worker in the recorded run.
+    #[arg(long, default_value_t = 8)]
+    pub txns: u64,
+    /// Output: text or json.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Write the failing crash image into DIR (a pool file `zen recover` opens).
+    #[arg(long, value_name = "DIR")]
+    pub save_failing: Option<PathBuf>,
+    /// Test-only: switch on one injected bug (zen_engine::Fault, e.g. no-fence-before-lp).
+    #[arg(long, hide = true, value_name = "NAME")]
+    pub inject_fault: Option<String>,
 }
 
 #[derive(Debug, Args)]

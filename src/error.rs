@@ -7,7 +7,7 @@
 //! | 2    | usage: an invalid flag, value or combination              |
 //! | 3    | `zen check` found a violated condition or invariant       |
 //! | 4    | recovery failed: the pool could not be opened             |
-//! | 5    | crash-test violation (reserved for `zen crash-test`)      |
+//! | 5    | `zen crash-test` found a violation                        |
 
 use std::fmt;
 
@@ -19,6 +19,8 @@ pub enum CliError {
     CheckFailed(String),
     /// The pool could not be opened (recovered).
     Recovery(String),
+    /// `zen crash-test` found a violation of the post-crash oracle.
+    CrashViolation(String),
     /// Anything else.
     Failed(String),
 }
@@ -32,6 +34,7 @@ impl CliError {
             CliError::Usage(_) => 2,
             CliError::CheckFailed(_) => 3,
             CliError::Recovery(_) => 4,
+            CliError::CrashViolation(_) => 5,
         }
     }
 
@@ -46,6 +49,7 @@ impl fmt::Display for CliError {
             CliError::Usage(m) => write!(f, "{m}"),
             CliError::CheckFailed(m) => write!(f, "check failed: {m}"),
             CliError::Recovery(m) => write!(f, "recovery failed: {m}"),
+            CliError::CrashViolation(m) => write!(f, "crash-test violation: {m}"),
             CliError::Failed(m) => write!(f, "{m}"),
         }
     }

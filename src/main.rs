@@ -1,7 +1,8 @@
 //! `zen`: the zenplus command line.
 //!
 //! Benchmarks (`bench`, `load`, `run`), pool maintenance (`recover`,
-//! `check`, `inspect`) and `list`. Each subcommand lives in `commands/`;
+//! `check`, `inspect`), `list`, and `crash-test` (crash campaigns on the
+//! simulator). Each subcommand lives in `commands/`;
 //! flags are declared in `cli.rs` and resolved into configs in `resolve.rs`.
 //! Exit codes are documented in `error.rs` and `zen --help`.
 
@@ -23,9 +24,10 @@ fn dispatch(cli: &Cli) -> CliResult {
         Command::Load(args) => commands::pool::load(args),
         Command::Run(args) => commands::pool::run(args),
         Command::Recover(args) => commands::pool::recover(args),
-        Command::Check(args) => commands::pool::check(args),
+        Command::Check(args) => commands::pool::check(&args.pool, args.expected_state.as_deref()),
         Command::Inspect(args) => commands::inspect::inspect(args),
         Command::List(args) => commands::list::list(args),
+        Command::CrashTest(args) => commands::crash_test::crash_test(args),
     }
 }
 

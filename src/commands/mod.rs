@@ -1,6 +1,8 @@
 //! One module per `zen` subcommand; helpers they share live here.
 
 pub mod bench;
+pub mod crash_test;
+pub mod expected;
 pub mod inspect;
 pub mod list;
 pub mod pool;

@@ -64,7 +64,11 @@ pub fn run(args: &RunArgs) -> CliResult {
         threads: driver.threads,
         data_bytes: 0,
     };
-    let engine_config = resolve::engine_config(&args.engine, request)?;
+    let mut engine_config = resolve::engine_config(&args.engine, request)?;
+    if args.expected_state.is_some() {
+        // An ack in the expected-state file must mean "durable".
+        engine_config.durability = zen_engine::Durability::Immediate;
+    }
     let engine = commands::open_existing(&engine_config)?;
     let workload = read_spec(engine.as_ref())
         .map_err(CliError::from)
@@ -85,7 +89,10 @@ pub fn run(args: &RunArgs) -> CliResult {
         out: args.driver.out.as_deref(),
         recovery: engine.recovery_report(),
     };
-    let result = commands::run_and_report(engine.as_ref(), &workload, request);
+    let result = match &args.expected_state {
+        Some(path) => commands::expected::run_and_report(engine.as_ref(), &workload, request, path),
+        None => commands::run_and_report(engine.as_ref(), &workload, request),
+    };
     result.and(commands::close(engine))
 }
 
@@ -155,28 +162,37 @@ pub fn recover(p: &PoolArgs) -> CliResult {
     Ok(())
 }
 
-pub fn check(p: &PoolArgs) -> CliResult {
+pub fn check(p: &PoolArgs, expected_state: Option<&std::path::Path>) -> CliResult {
     let engine_config = pool_engine_config(p, "check")?;
+    let state = expected_state.map(commands::expected::open_state).transpose()?;
     let engine = commands::open_existing(&engine_config)?;
     let checked = read_spec(engine.as_ref())
         .map_err(CliError::from)
         .and_then(|spec| workloads::from_spec(spec, None, &WorkloadArgs::default()))
         .and_then(|w| with_workload!(&w, |w| w.check(engine.as_ref())).map_err(CliError::from));
     let invariants = engine.check_invariants();
+    let expected = state.as_ref().map(|s| commands::expected::check(engine.as_ref(), s));
     commands::close(engine)?;
     let report = checked?;
-    let passed = report.passed() && invariants.is_ok();
+    let expected = expected.transpose()?;
+    let passed =
+        report.passed() && invariants.is_ok() && expected.as_ref().is_none_or(|e| e.passed());
     if p.format == Format::Json {
         let invariants = json!({ "ok": invariants.is_ok(), "error": invariants.as_ref().err().map(|e| e.to_string()) });
-        println!(
-            "{}",
-            json!({ "passed": passed, "workload": report, "engine_invariants": invariants })
-        );
+        let mut out =
+            json!({ "passed": passed, "workload": report, "engine_invariants": invariants });
+        if let Some(e) = &expected {
+            out["expected_state"] = json!(e);
+        }
+        println!("{out}");
     } else {
         print!("{}", report.render_text());
         match &invariants {
             Ok(()) => println!("engine invariants hold"),
             Err(e) => println!("engine invariants FAILED: {e}"),
+        }
+        if let Some(e) = &expected {
+            print!("{}", e.render_text());
         }
     }
     if passed {
@@ -186,6 +202,9 @@ pub fn check(p: &PoolArgs) -> CliResult {
         report.failures().map(|c| format!("{} ({})", c.id, c.description)).collect();
     if let Err(e) = invariants {
         failed.push(format!("engine invariants: {e}"));
+    }
+    if let Some(e) = expected {
+        failed.extend(e.violations.into_iter().map(|v| format!("expected state: {v}")));
     }
     Err(CliError::CheckFailed(failed.join("; ")))
 }

@@ -11,8 +11,14 @@
 //! - [`report`]: the versioned summary (JSON, text, CSV time series).
 //! - [`meta`]: what a workload stores in the pool besides its tables (its
 //!   spec and a per-worker ledger), and whole-table reads for checks.
+//! - [`crash`], [`crash_receipts`], [`crash_bank`]: crash campaigns on the
+//!   simulator (`zen crash-test`) and the receipts that tell which
+//!   transactions survived (also for `zen run --expected-state`).
 //! - [`jsonschema`]: the small validator the summary schema is tested with.
 
+pub mod crash;
+pub mod crash_bank;
+pub mod crash_receipts;
 pub mod driver;
 pub mod error;
 pub mod jsonschema;

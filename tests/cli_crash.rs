@@ -1,0 +1,123 @@
+//! `zen crash-test`: tiny campaigns of every workload pass (exit 0) and
+//! report what they covered; an injected bug is caught (exit 5) with a
+//! replay command and a saved image that `zen recover` opens; bad flags are
+//! usage errors (exit 2).
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn zen() -> Command {
+    Command::cargo_bin("zen").expect("the zen binary is built")
+}
+
+/// Run `zen args…`; return (exit code, stdout, stderr).
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = zen().args(args).output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+const TINY: [&str; 12] = [
+    "--crash-points",
+    "10",
+    "--images-per-point",
+    "3",
+    "--nested-depth",
+    "1",
+    "--threads",
+    "2",
+    "--txns",
+    "3",
+    "--seed",
+    "7",
+];
+
+#[test]
+fn a_tiny_bank_campaign_passes() {
+    let (code, out, err) = run(&[&["crash-test", "bank"][..], &TINY].concat());
+    assert_eq!(code, 0, "{out}\n{err}");
+    for line in [
+        "crash points      10 checked of",
+        "fence sites hit",
+        "nested recoveries",
+        "failures          0",
+    ] {
+        assert!(out.contains(line), "missing `{line}` in\n{out}");
+    }
+    assert!(err.contains("replay with   zen crash-test bank --cc silo --mode strict"), "{err}");
+}
+
+#[test]
+fn every_workload_passes_a_tiny_json_campaign() {
+    for (workload, cc, mode) in
+        [("ycsb", "mvcc", "strict"), ("smallbank", "tictoc", "paranoid"), ("tpcc", "silo", "eadr")]
+    {
+        let args =
+            [&["crash-test", workload, "--cc", cc, "--mode", mode, "--format", "json"][..], &TINY]
+                .concat();
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 0, "{workload}: {out}\n{err}");
+        let report: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(report["failures"], 0, "{out}");
+        assert_eq!(report["config"]["cc"], cc);
+        assert_eq!(report["crash_points_checked"], 10, "{out}");
+        assert!(report["images"]["total"].as_u64().unwrap() >= 10, "{out}");
+        assert!(report["nested"]["recoveries"].as_u64().unwrap() > 0, "{out}");
+        let sites = &report["fence_sites"];
+        assert!(sites["hit"].as_u64().unwrap() <= sites["total"].as_u64().unwrap(), "{out}");
+    }
+}
+
+#[test]
+fn an_injected_bug_exits_5_with_a_replay_command_and_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("failing");
+    let args = [
+        "crash-test",
+        "bank",
+        "--inject-fault",
+        "no-fence-before-lp",
+        "--threads",
+        "1",
+        "--txns",
+        "4",
+        "--crash-points",
+        "20",
+        "--images-per-point",
+        "64",
+        "--seed",
+        "3",
+        "--save-failing",
+        saved.to_str().unwrap(),
+    ];
+    let (code, out, err) = run(&args);
+    assert_eq!(code, 5, "{out}\n{err}");
+    assert!(out.contains("VIOLATION") && out.contains("failures          1"), "{out}");
+    assert!(
+        err.contains("replay: zen crash-test bank --cc silo --mode strict")
+            && err.contains("--inject-fault no-fence-before-lp"),
+        "{err}"
+    );
+    let images: Vec<_> = std::fs::read_dir(&saved).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(images.len(), 1, "{images:?}");
+    // The saved image is a pool file: recovery opens it without panicking.
+    let (code, _, err) = run(&["recover", "--pool", images[0].to_str().unwrap()]);
+    assert!(code == 0 || code == 4, "zen recover exited {code}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_crash_test_flags_are_usage_errors() {
+    for (args, says) in [
+        (&["crash-test", "bank", "--mode", "tso"][..], "--mode"),
+        (&["crash-test", "bank", "--threads", "9"][..], "--threads"),
+        (&["crash-test", "bank", "--cc", "2pl"][..], "--cc"),
+        (&["crash-test", "bank", "--inject-fault", "gremlins"][..], "no-fence-before-lp"),
+        (&["crash-test", "bank", "--format", "csv"][..], "csv"),
+        (&["crash-test", "bank", "--engine", "mmdb"][..], "zen engine only"),
+    ] {
+        let (code, _, err) = run(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -311,7 +311,10 @@ pub struct EngineStatus {
     pub free_pages: u64,
     pub page_count: u64,
     pub gc_reclaimed_slots: u64,
+    /// Met-Cache entries holding a record now.
     pub cache_entries_used: u64,
+    /// Entries the DRAM budget allows in use (for Zen: every table's share
+    /// times the workers registered now).
     pub cache_entries_capacity: u64,
 }
 

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use zen_engine::{CcKind, Durability, Error, TxnOptions};
+use zen_engine::{CcKind, Durability, Error, Transaction, TxnOptions};
 
 fn opts() -> TxnOptions {
     TxnOptions::default()
@@ -235,5 +235,59 @@ fn access_set_over_its_limit_is_a_typed_error() {
         assert!(matches!(r, Err(Error::AccessSetFull { limit: 10 })), "{cc:?}: {r:?}");
         w.run(&TxnOptions::default(), |tx| (0..5).try_for_each(|k| tx.insert(t, k, &row(1))))
             .unwrap();
+    }
+}
+
+/// A table eight times larger than the Met-Cache, read sixteen random keys
+/// per transaction: evicted entries wait for the watermark before reuse, and
+/// the region must keep a reserve of them rather than grow until every
+/// reusable entry is still waiting (a regression: 12 % of such transactions
+/// used to abort with `CacheFull`). No transaction may abort, and the entries
+/// in use stay within the budget.
+#[test]
+fn a_cache_smaller_than_the_table_never_refuses_transactions() {
+    for cc in CcKind::ALL {
+        let config = zen_engine::EngineConfig { cache_size_bytes: 64 << 10, ..dram_config(cc) };
+        let engine = zen_engine::open(&config).unwrap();
+        let t = engine.create_table(&accounts()).unwrap();
+        let mut w = engine.worker().unwrap();
+        let rows = 8 * (64 << 10) / ROW as u64;
+        for batch in 0..rows / 512 {
+            w.run(&opts(), |tx| {
+                (batch * 512..(batch + 1) * 512).try_for_each(|k| tx.insert(t, k, &row(k as i64)))
+            })
+            .unwrap();
+        }
+        let mut out = vec![0u8; ROW];
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for i in 0..600 {
+            let mut tx = w.begin(&opts()).unwrap();
+            for r in 0..16 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let key = x % rows;
+                let result = if r == 0 && i % 4 == 0 {
+                    tx.update(t, key, &row(key as i64))
+                } else {
+                    tx.get(t, key, &mut out)
+                        .map(|found| assert!(found && value(&out) == key as i64))
+                };
+                if let Err(e) = result {
+                    panic!("{cc:?}: transaction {i} failed at request {r}: {e}");
+                }
+            }
+            if let Err(e) = tx.commit() {
+                panic!("{cc:?}: transaction {i} failed to commit: {e}");
+            }
+        }
+        let status = engine.status();
+        assert!(
+            status.cache_entries_used <= status.cache_entries_capacity + 16,
+            "{cc:?}: cache not bounded by the budget: {status:?}"
+        );
+        assert!(w.cache_stats().evictions > 0, "{cc:?}: nothing was evicted");
+        drop(w);
+        engine.check_invariants().unwrap();
     }
 }

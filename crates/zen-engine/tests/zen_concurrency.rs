@@ -122,17 +122,23 @@ fn bank_total_survives_recovery_and_a_small_cache() {
 fn bank_total_survives_recovery_and_a_small_cache_with(cc: CcKind) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = fs_config(dir.path(), true, cc);
-    config.cache_size_bytes = 64 << 10; // 8 KiB per worker: fewer entries than accounts, forces eviction
+    config.cache_size_bytes = 64 << 10; // fewer entries than accounts: forces eviction
     let engine = Arc::new(zen_engine::open(&config).unwrap());
     setup(engine.as_ref().as_ref());
     bank_run(engine.clone(), 2, 1_500, ACCOUNTS);
     let engine = Arc::try_unwrap(engine).ok().unwrap();
     let status = engine.status();
-    // At most four workers touched the table; each region is bounded by its
-    // capacity (twice the 8 KiB budget: the plan's share is a target that a
-    // region may exceed, up to its capacity, when nothing can be evicted).
-    let capacity_per_region = status.cache_entries_capacity / 8;
-    assert!(status.cache_entries_used <= 4 * capacity_per_region, "cache not bounded: {status:?}");
+    // With every worker gone, the capacity is the table's whole share; the
+    // regions of the workers that ran were bounded by their part of it (each
+    // may be over by the entries its last transaction still held). Versions
+    // a running transaction may still read are never evicted (§3.3.2), so
+    // under this contention the multi-version protocols may exceed the share,
+    // up to the regions' capacity (twice the budget for each of the two).
+    let bound = match cc {
+        CcKind::Mvcc | CcKind::Hekaton | CcKind::Cicada => 2 * 2 * status.cache_entries_capacity,
+        _ => status.cache_entries_capacity + 2 * 16,
+    };
+    assert!(status.cache_entries_used <= bound, "cache not bounded by the budget: {status:?}");
     assert!(status.gc_reclaimed_slots > 0, "GC reclaimed nothing: {status:?}");
     engine.abandon();
     let engine = zen_engine::open(&fs_config(dir.path(), false, cc)).unwrap();

@@ -179,19 +179,6 @@ impl CacheRegion {
         Alloc::Full
     }
 
-    /// Take a free or reusable retired entry, never growing the region.
-    pub fn allocate_reuse_only(&self, watermark: u64) -> Alloc {
-        let mut s = self.state.lock();
-        while let Some(&(index, retired_at)) = s.retired.front() {
-            if retired_at >= watermark {
-                break;
-            }
-            s.retired.pop_front();
-            s.free.push(index);
-        }
-        s.free.pop().map_or(Alloc::Full, Alloc::Entry)
-    }
-
     /// Give back an entry that was never published.
     pub fn free_unpublished(&self, index: u32) {
         self.state.lock().free.push(index);
@@ -202,8 +189,11 @@ impl CacheRegion {
         self.state.lock().retired.push_back((index, now));
     }
 
-    /// Advance the CLOCK hand and return candidate victims: allocated entries
-    /// whose clock bit was clear (bits are cleared as the hand passes).
+    /// Advance the CLOCK hand and return candidate victims: entries holding a
+    /// record whose clock bit was clear (bits are cleared as the hand passes).
+    /// Free and retired entries (no record) are passed over without counting:
+    /// were they returned, a region with many of them would report nothing
+    /// evictable while it is full of victims.
     pub fn clock_candidates(&self, max: usize, out: &mut Vec<u32>) {
         let mut s = self.state.lock();
         let n = s.allocated;
@@ -214,6 +204,9 @@ impl CacheRegion {
             let index = s.hand % n;
             s.hand = s.hand.wrapping_add(1);
             let e = self.entry(index);
+            if e.record.load(Ordering::Acquire) == 0 {
+                continue;
+            }
             let flags = e.flags.load(Ordering::Relaxed);
             if flags & FLAG_CLOCK != 0 {
                 e.flags.fetch_and(!FLAG_CLOCK, Ordering::Relaxed);

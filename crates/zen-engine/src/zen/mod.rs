@@ -167,7 +167,7 @@ impl<B: PmemBackend> Shared<B> {
     ) -> Self {
         let per_worker =
             |v: u64| (0..regions).map(|_| CachePadded::new(AtomicU64::new(v))).collect();
-        let budget = config.cache_bytes(data_bytes) / config.max_workers.max(1) as u64;
+        let budget = config.cache_bytes(data_bytes);
         Shared {
             page_worker: (0..pool.page_count()).map(|_| AtomicU32::new(u32::MAX)).collect(),
             pool,
@@ -212,9 +212,11 @@ impl<B: PmemBackend> Shared<B> {
     }
 
     /// Most entries a region of a table with `row_bytes` rows may allocate:
-    /// twice the worker's budget, because evicted entries wait (retired, C4)
-    /// until the watermark passes before they are reused. The budget itself
-    /// counts entries in use and is enforced by `allocate_entry`.
+    /// twice the whole budget (one worker may be the only one running, and
+    /// evicted entries wait, retired (C4), until the watermark passes before
+    /// they are reused). Chunks are allocated on first use, so the capacity
+    /// costs nothing until it is used; the entries in use are bounded by the
+    /// region's share (`cache_limit`), enforced by `allocate_entry`.
     pub(crate) fn region_capacity(&self, row_bytes: usize) -> u32 {
         let entry = (std::mem::size_of::<cache::Entry>() + row_bytes.div_ceil(8) * 8) as u64;
         u32::try_from(2 * self.cache_budget_bytes / entry).unwrap_or(u32::MAX).clamp(16, 1 << 30)
@@ -247,10 +249,13 @@ impl<B: PmemBackend> Shared<B> {
             })
             .collect();
         let shares = cache_plan::plan(self.cache_budget_bytes, MIN_CACHE_ENTRIES, &demands);
+        // A table's share is split between the workers registered now: the
+        // regions of idle worker slots get nothing.
+        let workers = self.workers_in_use.lock().iter().filter(|u| **u).count().max(1) as u64;
         for (t, share) in tables.iter().zip(shares) {
-            let cap = t.caches[0].capacity() / 2;
-            t.cache_limit
-                .store(u32::try_from(share).unwrap_or(u32::MAX).min(cap), Ordering::Relaxed);
+            let cap = u64::from(t.caches[0].capacity() / 2);
+            let per_region = (share / workers).max(MIN_CACHE_ENTRIES).min(cap);
+            t.cache_limit.store(u32::try_from(per_region).unwrap_or(u32::MAX), Ordering::Relaxed);
         }
     }
 
@@ -366,6 +371,7 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
         let id = used.iter().position(|u| !u).ok_or(Error::TooManyWorkers { max: used.len() })?;
         used[id] = true;
         drop(used);
+        s.rebalance_cache();
         Ok(Box::new(txn::ZenWorker::<B, P>::new(s, id)))
     }
 
@@ -384,6 +390,7 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
             gc_reclaimed_slots: s.gc_reclaimed.load(Ordering::Relaxed),
             ..Default::default()
         };
+        let registered = s.workers_in_use.lock().iter().filter(|u| **u).count().max(1) as u64;
         for t in tables.iter() {
             let rows = txn::count_live(t);
             let heap_pages = t.heaps.iter().map(|h| h.lock().page_count()).sum();
@@ -395,7 +402,7 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
             });
             status.cache_entries_used += t.caches.iter().map(|c| u64::from(c.used())).sum::<u64>();
             status.cache_entries_capacity +=
-                t.caches.iter().map(|c| u64::from(c.capacity())).sum::<u64>();
+                u64::from(t.cache_limit.load(Ordering::Relaxed)) * registered;
         }
         status
     }
@@ -431,5 +438,6 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
 impl<B: PmemBackend> Shared<B> {
     pub(crate) fn release_worker(&self, id: usize) {
         self.workers_in_use.lock()[id] = false;
+        self.rebalance_cache();
     }
 }

@@ -85,6 +85,8 @@ pub struct ZenWorker<'e, B: PmemBackend, P: Protocol> {
     unfenced_cts: Option<u64>,
     durability: Durability,
     stats: CacheStats,
+    /// Set by `cache_in`: the read that follows it is that miss, not a hit.
+    just_cached: bool,
     victims: Vec<u32>,
     slot_buf: Vec<u8>,
     row_buf: Vec<u8>,
@@ -127,6 +129,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             unfenced_cts: None,
             durability: s.config.durability,
             stats: CacheStats::default(),
+            just_cached: false,
             victims: Vec::new(),
             slot_buf: Vec::new(),
             row_buf: Vec::new(),
@@ -179,6 +182,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         self.write_data.clear();
         self.scans.clear();
         self.scan_rids.clear();
+        self.just_cached = false;
         self.s.active_ts[self.id].store(u64::MAX, Ordering::Release);
     }
 
@@ -228,9 +232,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             }
             fence(Ordering::Acquire);
             if e.cc[0].load(Ordering::Relaxed) == t1 && locw.load(Ordering::Acquire) == loc {
-                if w == self.id || spin == 0 {
-                    self.stats.hits += 1;
-                }
+                self.count_hit();
                 return Ok((loc, t1));
             }
         }
@@ -277,6 +279,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             .is_ok();
         if published {
             self.stats.misses += 1;
+            self.just_cached = true;
         } else {
             e.record.store(0, Ordering::Relaxed);
             region.free_unpublished(idx);
@@ -284,32 +287,33 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         Ok(())
     }
 
-    /// A free entry of this worker's region of `t`, evicting if needed. The
-    /// table's planned share (`cache_limit`, §3.2) bounds the entries in use;
-    /// evicted entries wait for the watermark before reuse (C4), so a region
-    /// may allocate up to twice its share.
+    /// A free entry of this worker's region of `t`, evicting if needed.
+    ///
+    /// The table's planned share (`cache_limit`, §3.2) bounds the entries in
+    /// use: whatever is over it is evicted first (a bounded batch per call).
+    /// Evicted entries wait for the watermark before reuse (C4), so a region
+    /// may allocate up to twice its share; the second half holds the retired
+    /// entries that are still waiting. Keeping the entries in use at the share
+    /// is what keeps that reserve: a region that let them grow to its capacity
+    /// would find every reusable entry still waiting and refuse transactions.
     fn allocate_entry(&mut self, t: &Table) -> Result<u32> {
+        const EVICT_BATCH: usize = 64;
         let region = &t.caches[self.id];
         region.drain_retire_inbox(self.s.clock.now());
         let limit = t.cache_limit.load(Ordering::Relaxed);
+        let used = region.used();
+        if used >= limit {
+            self.evict(t, ((used + 1 - limit) as usize).min(EVICT_BATCH));
+        }
         for _ in 0..4 {
-            let watermark = self.s.watermark();
-            let grown = if region.used() < limit || region.used() == 0 {
-                region.allocate(watermark)
-            } else {
-                region.allocate_reuse_only(watermark)
-            };
-            if let Alloc::Entry(idx) = grown {
+            if let Alloc::Entry(idx) = region.allocate(self.s.watermark()) {
                 return Ok(idx);
             }
-            if self.evict(t) == 0 && !self.evict_over_limit(t) {
+            // At capacity and every retired entry still waits: make room in
+            // this table or in tables over their share.
+            if self.evict(t, 16) == 0 && !self.evict_over_limit(t) {
                 break;
             }
-        }
-        // The plan's share is a target, not a wall: when nothing can be
-        // evicted, grow up to the region's capacity rather than fail.
-        if let Alloc::Entry(idx) = region.allocate(self.s.watermark()) {
-            return Ok(idx);
         }
         Err(Error::Abort(AbortReason::CacheFull))
     }
@@ -322,18 +326,23 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             .iter()
             .filter(|t| t.id != except.id)
             .filter(|t| t.caches[me].used() > t.cache_limit.load(Ordering::Relaxed))
-            .any(|t| self.evict(t) > 0)
+            .any(|t| self.evict(t, 16) > 0)
     }
 
-    /// CLOCK over this worker's region of `t`: retire up to a few victims.
-    fn evict(&mut self, t: &Table) -> usize {
+    /// CLOCK over this worker's region of `t`: retire up to `want` victims.
+    /// Some candidates cannot go (active, locked, a version still visible),
+    /// so the hand offers a few more than wanted.
+    fn evict(&mut self, t: &Table, want: usize) -> usize {
         let region = &t.caches[self.id];
         let mut victims = std::mem::take(&mut self.victims);
         victims.clear();
-        region.clock_candidates(16, &mut victims);
+        region.clock_candidates(want + 16, &mut victims);
         let watermark = self.s.watermark();
         let mut evicted = 0;
         for &idx in &victims {
+            if evicted >= want {
+                break;
+            }
             let e = region.entry(idx);
             let record = e.record.load(Ordering::Acquire);
             if record == 0 || e.touch_ts.load(Ordering::Acquire) >= watermark {
@@ -381,6 +390,15 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         }
         self.victims = victims;
         evicted
+    }
+
+    /// Count a read served by the Met-Cache (one right after a `cache_in`
+    /// is the miss it completes).
+    #[inline]
+    pub(super) fn count_hit(&mut self) {
+        if !std::mem::take(&mut self.just_cached) {
+            self.stats.hits += 1;
+        }
     }
 
     fn find_write(&self, table: u32, rid: u64) -> Option<usize> {

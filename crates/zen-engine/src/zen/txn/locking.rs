@@ -55,7 +55,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             if version & silo::ABSENT == 0 {
                 t.caches[w].read_row(idx, out);
             }
-            self.stats.hits += 1;
+            self.count_hit();
             return Ok((loc, version & !silo::LOCK));
         }
         Err(Error::Abort(AbortReason::LockTimeout))

@@ -63,7 +63,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             if v & silo::ABSENT == 0 {
                 t.caches[w].read_row(idx, out);
             }
-            self.stats.hits += 1;
+            self.count_hit();
             if silo::cts_of(v) < self.watermark {
                 self.cut_chain(t, head);
             }
@@ -87,7 +87,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 if v & silo::ABSENT == 0 {
                     t.caches[w].read_row(idx, out);
                 }
-                self.stats.hits += 1;
+                self.count_hit();
                 return Ok((p, v));
             }
             p = e.cc[2].load(Ordering::Acquire);

@@ -21,7 +21,9 @@ pub mod baseline;
 pub mod catalog;
 pub mod cc;
 pub mod heap;
+pub mod index;
 pub mod ts;
+pub mod words;
 pub mod zen;
 
 pub use zen::ZenEngine;

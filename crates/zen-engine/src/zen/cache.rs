@@ -222,22 +222,12 @@ impl CacheRegion {
     /// Copy the entry's row into `out` (relaxed word loads; validated by the protocol).
     #[inline]
     pub fn read_row(&self, index: u32, out: &mut [u8]) {
-        let words = self.data(index);
-        let mut chunks = out.chunks_mut(8);
-        for (w, dst) in words.iter().zip(&mut chunks) {
-            let bytes = w.load(Ordering::Relaxed).to_le_bytes();
-            dst.copy_from_slice(&bytes[..dst.len()]);
-        }
+        crate::words::load_row(self.data(index), out);
     }
 
     /// Store `row` into the entry's data words.
     #[inline]
     pub fn write_row(&self, index: u32, row: &[u8]) {
-        let words = self.data(index);
-        for (w, src) in words.iter().zip(row.chunks(8)) {
-            let mut bytes = [0u8; 8];
-            bytes[..src.len()].copy_from_slice(src);
-            w.store(u64::from_le_bytes(bytes), Ordering::Relaxed);
-        }
+        crate::words::store_row(self.data(index), row);
     }
 }

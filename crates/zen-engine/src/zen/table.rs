@@ -8,6 +8,7 @@
 //! the index with an empty location (a later insert reuses them). Secondary
 //! indexes map (column bytes ‖ primary key) and are maintained at install.
 
+pub use crate::index::PrimaryIndex;
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,46 +56,6 @@ impl Records {
 
     pub fn count(&self) -> u64 {
         self.next.load(Ordering::Acquire)
-    }
-}
-
-/// The primary index: key → record id, ordered, lock-free (a skip list;
-/// scc's `TreeIndex` was measured to scan from the middle of a large tree in
-/// time that grows with the start position).
-#[derive(Default)]
-pub struct PrimaryIndex {
-    map: crossbeam_skiplist::SkipMap<u64, u64>,
-}
-
-impl PrimaryIndex {
-    #[inline]
-    pub fn get(&self, key: u64) -> Option<u64> {
-        self.map.get(&key).map(|e| *e.value())
-    }
-
-    /// Insert `key → rid` unless the key is there; returns the record id in the index.
-    pub fn get_or_insert(&self, key: u64, rid: u64) -> u64 {
-        *self.map.get_or_insert(key, rid).value()
-    }
-
-    /// (key, record id) pairs with keys in `range`, in key order.
-    pub fn range(
-        &self,
-        range: std::ops::RangeInclusive<u64>,
-    ) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.map.range(range).map(|e| (*e.key(), *e.value()))
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.map.iter().map(|e| (*e.key(), *e.value()))
-    }
-
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
     }
 }
 

@@ -16,6 +16,7 @@
 //! insert reuses them. Nothing is ever removed from the primary index, which
 //! is what makes the commit-time re-scan of a range a complete phantom check.
 
+use crate::index::PrimaryIndex;
 use std::collections::BTreeSet;
 use std::ops::RangeInclusive;
 use std::sync::OnceLock;
@@ -125,9 +126,8 @@ pub struct Table<X> {
     pub id: TableId,
     pub schema: TableSchema,
     pub row_bytes: usize,
-    /// Primary index (a lock-free skip list: range scans start in O(log n),
-    /// which scc's `TreeIndex` did not do from the middle of a large tree).
-    pub index: crossbeam_skiplist::SkipMap<u64, u64>,
+    /// Primary index, shared with Zen (`crate::index`).
+    pub index: PrimaryIndex,
     pub records: Records,
     pub secondary: Vec<SecondaryIndex>,
     pub ext: X,
@@ -145,7 +145,7 @@ impl<X> Table<X> {
             id,
             row_bytes: schema.row_size(),
             schema,
-            index: crossbeam_skiplist::SkipMap::new(),
+            index: PrimaryIndex::default(),
             records: Records::new(),
             secondary,
             ext,
@@ -155,7 +155,7 @@ impl<X> Table<X> {
     /// The record id of `key`, if the index has it.
     #[inline]
     pub fn lookup(&self, key: u64) -> Option<u64> {
-        self.index.get(&key).map(|e| *e.value())
+        self.index.get(key)
     }
 
     /// The record id of `key`, creating an absent record if needed.
@@ -165,7 +165,7 @@ impl<X> Table<X> {
         }
         // Losing a race leaves our record unused: the index keeps the first.
         let rid = self.records.allocate()?;
-        Some(*self.index.get_or_insert(key, rid).value())
+        Some(self.index.get_or_insert(key, rid))
     }
 
     pub fn add_secondary(&self, row: &[u8], key: u64) {
@@ -196,19 +196,19 @@ impl<X> Table<X> {
 
     /// (key, rid) pairs with keys in `range`, in key order.
     pub fn range(&self, range: RangeInclusive<u64>) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.index.range(range).map(|e| (*e.key(), *e.value()))
+        self.index.range(range)
     }
 
     /// Every (key, rid) of the primary index, in key order (quiescent use).
     pub fn entries(&self) -> Vec<(u64, u64)> {
-        self.index.iter().map(|e| (*e.key(), *e.value())).collect()
+        self.index.iter().collect()
     }
 
     /// Keys whose record holds a live row now (not absent).
     pub fn live_rows(&self) -> u64 {
         self.index
             .iter()
-            .filter(|e| !tid::is_absent(self.records.get(*e.value()).tid.load(Ordering::Acquire)))
+            .filter(|&(_, rid)| !tid::is_absent(self.records.get(rid).tid.load(Ordering::Acquire)))
             .count() as u64
     }
 }
@@ -261,19 +261,12 @@ impl DramRows {
     /// Copy row `index` into `out` (relaxed loads; the caller validates the TID).
     #[inline]
     pub fn read(&self, index: u64, out: &mut [u8]) {
-        for (w, dst) in self.words(index).iter().zip(out.chunks_mut(8)) {
-            let bytes = w.load(Ordering::Relaxed).to_le_bytes();
-            dst.copy_from_slice(&bytes[..dst.len()]);
-        }
+        crate::words::load_row(self.words(index), out);
     }
 
     /// Store `row` into row `index` (the caller holds the record's lock).
     #[inline]
     pub fn write(&self, index: u64, row: &[u8]) {
-        for (w, src) in self.words(index).iter().zip(row.chunks(8)) {
-            let mut bytes = [0u8; 8];
-            bytes[..src.len()].copy_from_slice(src);
-            w.store(u64::from_le_bytes(bytes), Ordering::Relaxed);
-        }
+        crate::words::store_row(self.words(index), row);
     }
 }

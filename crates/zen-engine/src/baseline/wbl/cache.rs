@@ -102,9 +102,7 @@ impl TupleCache {
         {
             return false;
         }
-        for (w, dst) in data.iter().zip(out.chunks_mut(8)) {
-            dst.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes()[..dst.len()]);
-        }
+        crate::words::load_row(data, out);
         fence(Ordering::Acquire);
         if e.seq.load(Ordering::Relaxed) != s1 {
             return false;
@@ -138,11 +136,7 @@ impl TupleCache {
         fence(Ordering::Release);
         e.rid.store(rid + 1, Ordering::Relaxed);
         e.cts.store(cts, Ordering::Relaxed);
-        for (w, src) in data.iter().zip(row.chunks(8)) {
-            let mut bytes = [0u8; 8];
-            bytes[..src.len()].copy_from_slice(src);
-            w.store(u64::from_le_bytes(bytes), Ordering::Relaxed);
-        }
+        crate::words::store_row(data, row);
         e.referenced.store(true, Ordering::Relaxed);
         e.seq.store(s + 2, Ordering::Release);
         let link = index + 1;

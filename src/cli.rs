@@ -234,6 +234,11 @@ pub struct RunArgs {
     /// `zen check --pool P --expected-state FILE`.
     #[arg(long, value_name = "FILE")]
     pub expected_state: Option<PathBuf>,
+    /// End as a power failure would: skip the engine's clean shutdown (no
+    /// final sync, no clean-shutdown flag), so that the next open of the pool
+    /// runs crash recovery. For recovery-time measurements (`zen recover`).
+    #[arg(long)]
+    pub crash_at_end: bool,
 }
 
 #[derive(Debug, Args)]

@@ -138,3 +138,27 @@ fn run_refuses_a_pool_of_another_workload_and_recover_a_missing_pool() {
     assert_eq!(code, 4, "{err}");
     assert!(err.contains("recovery failed"), "{err}");
 }
+
+/// `zen run --crash-at-end` leaves the pool as a power failure would (the
+/// clean-shutdown flag unset, also after `zen inspect` looked at it), and the
+/// next open recovers every committed row.
+#[test]
+fn run_crash_at_end_leaves_a_pool_that_needs_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("crash.pool");
+    let pool = pool.to_str().unwrap();
+    ok(&["load", "ycsb", "--pool", pool, "--records", "2000"]);
+    let clean = |pool: &str| -> bool {
+        let info: Value =
+            serde_json::from_str(&ok(&["inspect", "--pool", pool, "--format", "json"])).unwrap();
+        info["was_clean_shutdown"].as_bool().expect("was_clean_shutdown in inspect's json")
+    };
+    assert!(clean(pool));
+    ok(&[&["run", "--pool", pool, "-w", "a", "--crash-at-end"][..], &RUN].concat());
+    assert!(!clean(pool), "the run shut down cleanly");
+    assert!(!clean(pool), "inspect marked a crashed pool clean");
+    let json: Value =
+        serde_json::from_str(&ok(&["recover", "--pool", pool, "--format", "json"])).unwrap();
+    assert!(json["recovery"]["tuples_recovered"].as_u64().unwrap() >= 2000, "{json}");
+    assert!(ok(&["check", "--pool", pool]).contains("engine invariants hold"));
+}

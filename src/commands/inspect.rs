@@ -2,8 +2,8 @@
 //! and free pages.
 //!
 //! It opens the pool with `zen_pmem::Pool::<FsBackend>` only (no engine, no
-//! recovery), so nothing is written except the clean-shutdown word that
-//! every open/close cycle of a pool sets.
+//! recovery), and leaves the file as it found it: the clean-shutdown word an
+//! open clears is restored on close, and a crashed pool stays crashed.
 
 use zen_pmem::{BackendOptions, FsBackend, Pool, SYSTEM_TABLE};
 

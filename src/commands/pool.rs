@@ -93,6 +93,10 @@ pub fn run(args: &RunArgs) -> CliResult {
         Some(path) => commands::expected::run_and_report(engine.as_ref(), &workload, request, path),
         None => commands::run_and_report(engine.as_ref(), &workload, request),
     };
+    if args.crash_at_end {
+        engine.abandon();
+        return result;
+    }
     result.and(commands::close(engine))
 }
 

@@ -404,6 +404,11 @@ impl<B: PmemBackend> Pool<B> {
             return Ok(());
         }
         self.closed = true;
+        if !self.in_use.load(Ordering::Acquire) && !self.was_clean_shutdown {
+            // Opened after a crash and never changed (e.g. `zen inspect`, or
+            // an open the engine refused): still a crashed pool.
+            return Ok(());
+        }
         let p = self.persister(SYSTEM_THREAD);
         p.write_u64_atomic(header::OFF_CLEAN_SHUTDOWN, header::CLEAN_SHUTDOWN);
         p.persist(header::OFF_CLEAN_SHUTDOWN, 8);
@@ -430,10 +435,8 @@ impl<B: PmemBackend> Drop for Pool<B> {
     fn drop(&mut self) {
         // Best effort: a pool dropped without `close` (e.g. on an error path) is
         // still closed cleanly; `abandon` is the way to simulate a crash. A
-        // pool nothing was written to keeps the clean-shutdown word it had.
-        if !self.in_use.load(Ordering::Acquire) && !self.was_clean_shutdown {
-            self.closed = true;
-        }
+        // pool nothing was written to keeps the clean-shutdown word it had
+        // (see `close_inner`).
         let _ = self.close_inner();
     }
 }

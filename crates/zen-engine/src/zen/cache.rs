@@ -191,16 +191,19 @@ impl CacheRegion {
 
     /// Advance the CLOCK hand and return candidate victims: entries holding a
     /// record whose clock bit was clear (bits are cleared as the hand passes).
-    /// Free and retired entries (no record) are passed over without counting:
+    /// Free and retired entries (no record) are passed over, not returned:
     /// were they returned, a region with many of them would report nothing
-    /// evictable while it is full of victims.
+    /// evictable while it is full of victims. The hand moves at most
+    /// `8 * max + 64` entries per call, so one call costs O(max) however many
+    /// entries are free or recently used; the next call goes on from there.
     pub fn clock_candidates(&self, max: usize, out: &mut Vec<u32>) {
         let mut s = self.state.lock();
         let n = s.allocated;
         if n == 0 {
             return;
         }
-        for _ in 0..(2 * n) {
+        let steps = (2 * n as usize).min(8 * max + 64);
+        for _ in 0..steps {
             let index = s.hand % n;
             s.hand = s.hand.wrapping_add(1);
             let e = self.entry(index);

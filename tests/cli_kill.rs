@@ -49,32 +49,53 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 /// `zen check --expected-state` as JSON, asserting it passed.
-fn check(pool: &str, expected: &str) -> Value {
-    let out = ok(&["check", "--pool", pool, "--expected-state", expected, "--format", "json"]);
+fn check(engine: &str, pool: &str, expected: &str) -> Value {
+    let out = ok(&[
+        "check",
+        "--engine",
+        engine,
+        "--pool",
+        pool,
+        "--expected-state",
+        expected,
+        "--format",
+        "json",
+    ]);
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["passed"], true, "{out}");
     v
 }
 
+/// Every engine that persists (`ideal` does not): a new one is one more name.
+const PERSISTENT_ENGINES: [&str; 3] = ["zen", "mmdb", "wbl"];
+
 #[test]
 fn sigkill_at_random_moments_loses_no_acknowledged_transaction() {
+    for engine in PERSISTENT_ENGINES {
+        sigkill_loop(engine);
+    }
+}
+
+fn sigkill_loop(engine: &str) {
     let dir = tempfile::Builder::new().prefix("zen-kill-").tempdir_in(base_dir()).unwrap();
     let pool = dir.path().join("kill.pool");
     let expected = dir.path().join("kill.expected");
     let (pool, expected) = (pool.to_str().unwrap(), expected.to_str().unwrap());
     let sizes = ["--pool-size", "64MiB", "--cache-size", "16MiB"];
     ok(&[
-        &["load", "smallbank", "--pool", pool, "--accounts", "2000", "--threads", "2"][..],
+        &["load", "smallbank", "--engine", engine, "--pool", pool, "--accounts", "2000"][..],
+        &["--threads", "2"],
         &sizes,
     ]
     .concat());
-    let cycles = env_u64("ZEN_KILL_CYCLES", 5);
+    let cycles = env_u64("ZEN_KILL_CYCLES", 4);
     let mut rng = env_u64("ZEN_SEED", 0x4B11);
     let mut acked = Vec::new();
     for cycle in 0..cycles {
         let seed = next(&mut rng).to_string();
         let mut child = Command::new(zen_path())
-            .args(["run", "--pool", pool, "--expected-state", expected, "--threads", "2"])
+            .args(["run", "--engine", engine, "--pool", pool, "--expected-state", expected])
+            .args(["--threads", "2"])
             .args(["--duration", "60s", "--warmup", "0s", "--seed", &seed, "--cache-size", "16MiB"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -85,18 +106,21 @@ fn sigkill_at_random_moments_loses_no_acknowledged_transaction() {
         // SIGKILL: no destructor, no clean shutdown.
         child.kill().unwrap();
         let status = child.wait().unwrap();
-        assert!(status.code().is_none(), "cycle {cycle}: the run ended before the kill: {status}");
-        let v = check(pool, expected);
+        assert!(
+            status.code().is_none(),
+            "{engine} cycle {cycle}: the run ended before the kill: {status}"
+        );
+        let v = check(engine, pool, expected);
         let n = v["expected_state"]["acked"].as_u64().unwrap();
         eprintln!(
-            "cycle {cycle}: killed after {} ms; {n} acknowledged transactions present, {} receipts",
+            "{engine} cycle {cycle}: killed after {} ms; {n} acknowledged transactions present, {} receipts",
             wait.as_millis(),
             v["expected_state"]["receipts"]
         );
         acked.push(n);
     }
-    assert!(acked.windows(2).all(|w| w[0] <= w[1]), "acks never go back: {acked:?}");
-    assert!(acked.last().copied().unwrap_or(0) > 0, "no transaction was ever acknowledged");
+    assert!(acked.windows(2).all(|w| w[0] <= w[1]), "{engine}: acks went back: {acked:?}");
+    assert!(acked.last().copied().unwrap_or(0) > 0, "{engine}: nothing was ever acknowledged");
 }
 
 #[test]
@@ -110,7 +134,7 @@ fn the_expected_state_check_catches_a_lost_acknowledgement() {
         .into_iter()
         .chain(["--txns", "400", "--warmup", "0s", "--cache-size", "16MiB"])
         .collect::<Vec<_>>());
-    let v = check(pool_s, expected_s);
+    let v = check("zen", pool_s, expected_s);
     let ack0 = v["expected_state"]["workers"][0]["ack"].as_u64().unwrap();
     assert!(ack0 > 0, "{v}");
     // Pretend worker 0 was told about one commit more than the pool holds:

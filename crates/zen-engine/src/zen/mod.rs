@@ -207,6 +207,17 @@ impl<B: PmemBackend> Shared<B> {
         self.active_ts.iter().map(|a| a.load(Ordering::Acquire)).fold(now, u64::min)
     }
 
+    /// Workers registered now (at least 1): the Met-Cache budget is split
+    /// between them.
+    pub fn registered_workers(&self) -> u64 {
+        self.workers_in_use.lock().iter().filter(|u| **u).count().max(1) as u64
+    }
+
+    /// One registered worker's part of the Met-Cache budget, in bytes.
+    pub fn worker_cache_budget_bytes(&self) -> u64 {
+        self.cache_budget_bytes / self.registered_workers()
+    }
+
     pub fn tables(&self) -> Arc<Vec<Arc<Table>>> {
         self.tables.read().clone()
     }
@@ -251,7 +262,7 @@ impl<B: PmemBackend> Shared<B> {
         let shares = cache_plan::plan(self.cache_budget_bytes, MIN_CACHE_ENTRIES, &demands);
         // A table's share is split between the workers registered now: the
         // regions of idle worker slots get nothing.
-        let workers = self.workers_in_use.lock().iter().filter(|u| **u).count().max(1) as u64;
+        let workers = self.registered_workers();
         for (t, share) in tables.iter().zip(shares) {
             let cap = u64::from(t.caches[0].capacity() / 2);
             let per_region = (share / workers).max(MIN_CACHE_ENTRIES).min(cap);
@@ -390,7 +401,7 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
             gc_reclaimed_slots: s.gc_reclaimed.load(Ordering::Relaxed),
             ..Default::default()
         };
-        let registered = s.workers_in_use.lock().iter().filter(|u| **u).count().max(1) as u64;
+        let registered = s.registered_workers();
         for t in tables.iter() {
             let rows = txn::count_live(t);
             let heap_pages = t.heaps.iter().map(|h| h.lock().page_count()).sum();

@@ -21,6 +21,7 @@ pub mod baseline;
 pub mod catalog;
 pub mod cc;
 pub mod heap;
+pub mod numa;
 pub mod ts;
 pub mod zen;
 

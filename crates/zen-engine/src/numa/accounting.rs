@@ -106,6 +106,8 @@ fn ratio(a: u64, b: u64) -> f64 {
 /// The engine's NUMA state, for reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct NumaStats {
+    /// The resolved configuration.
+    pub config: NumaConfig,
     pub nodes: usize,
     pub real_nodes: bool,
     pub mode: NumaMode,
@@ -237,6 +239,7 @@ impl Numa {
         let spread = self.layout.workers;
         let (rounds, moved) = self.partitioner.as_ref().map_or((0, 0), |p| p.remap_totals());
         NumaStats {
+            config: self.config.clone(),
             nodes: self.layout.nodes,
             real_nodes: self.layout.real,
             mode: self.layout.mode,

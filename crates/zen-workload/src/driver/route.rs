@@ -2,21 +2,19 @@
 //! Alg. 4) for the driver's closed-loop workers.
 //!
 //! The paper assigns incoming transactions to threads. Our workers draw
-//! their own transactions, so each worker acts as the dispatcher of what it
-//! draws:
+//! their own, so each worker is also the dispatcher of what it draws, and
+//! draws exactly one transaction per transaction it runs (so no worker
+//! floods another):
 //!
 //! ```text
-//!   worker w:  own queue non-empty?  ──yes──▶ run the queued transaction
-//!                 │ no
-//!                 ▼
-//!              draw a transaction, extract its partition keys
+//!   worker w:  draw a transaction, extract its partition keys
 //!              Alg. 3 → node n (affinity / least loaded / random)
-//!              n is w's node?  ──yes──▶ run it
-//!                 │ no
+//!              target = w if n is w's node, else n's next worker (round-robin)
+//!              append it to target's queue (full: run it here, now)
+//!              w's queue non-empty? ──yes──▶ run its head (oldest first)
+//!                 │ no (everything went elsewhere)
 //!                 ▼
-//!              push it to the queue of n's next worker (round-robin) and
-//!              draw again (at most FORWARD_LIMIT times, then run one here);
-//!              a full queue means: run it here
+//!              draw again (at most FORWARD_LIMIT times, then run one here)
 //! ```
 //!
 //! A node's LOAD is the occupancy of its workers' queues (0 = empty, 1 =
@@ -131,9 +129,10 @@ impl<'e, R> Router<'e, R> {
         Ok(())
     }
 
-    /// The next transaction worker `me` runs: a queued one, or one it draws
-    /// with `draw` and Alg. 3 leaves with it. `keys` extracts partition keys
-    /// into the reused buffer `buf`. Counts decisions when `measuring`.
+    /// The next transaction worker `me` runs (see the module docs): it
+    /// draws with `draw`, routes by Alg. 3, and runs the head of its own
+    /// queue. `keys` extracts partition keys into the reused buffer `buf`.
+    /// Counts decisions when `measuring`.
     pub fn next_request(
         &self,
         me: usize,
@@ -143,48 +142,46 @@ impl<'e, R> Router<'e, R> {
         rng: &mut SmallRng,
         measuring: bool,
     ) -> R {
-        if let Some(r) = self.pop(me) {
-            return r;
+        if me >= self.queues.len() {
+            // Not one of the spread workers: it runs what it draws.
+            return draw(rng);
         }
+        let c = &self.counters;
+        let count = |counter: &AtomicU64| {
+            if measuring {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        };
         let mut loads = [0.0; MAX_NODES];
-        for forwarded in 0..=FORWARD_LIMIT {
+        for _ in 0..FORWARD_LIMIT {
             let request = draw(rng);
             buf.clear();
             keys(&request, buf);
-            if forwarded == FORWARD_LIMIT {
-                // Enough handed out: this one runs here whatever its affinity.
-                self.partitioner.record(me, buf);
-                return request;
-            }
             self.loads(&mut loads);
             let a = self.partitioner.route(buf, &loads, rng.random(), Some(me));
-            if measuring {
-                let c = &self.counters;
-                match a.choice {
-                    Choice::Affinity(_) => &c.affinity,
-                    Choice::LeastLoaded(_) => &c.least_loaded,
-                    Choice::Random(_) => &c.random,
-                }
-                .fetch_add(1, Ordering::Relaxed);
-            }
-            if a.worker == me || a.worker >= self.queues.len() {
+            count(match a.choice {
+                Choice::Affinity(_) => &c.affinity,
+                Choice::LeastLoaded(_) => &c.least_loaded,
+                Choice::Random(_) => &c.random,
+            });
+            let target = if a.worker < self.queues.len() { a.worker } else { me };
+            if let Err(request) = self.push(target, request) {
+                count(&c.overflow);
                 return request;
             }
-            match self.push(a.worker, request) {
-                Ok(()) => {
-                    if measuring {
-                        self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                Err(request) => {
-                    if measuring {
-                        self.counters.overflow.fetch_add(1, Ordering::Relaxed);
-                    }
-                    return request;
-                }
+            if target != me {
+                count(&c.forwarded);
+            }
+            if let Some(r) = self.pop(me) {
+                return r;
             }
         }
-        unreachable!("the last iteration returns")
+        // Handed out FORWARD_LIMIT without getting work back: run one here.
+        let request = draw(rng);
+        buf.clear();
+        keys(&request, buf);
+        self.partitioner.record(me, buf);
+        request
     }
 
     /// Offer to run Alg. 4 (call after each transaction with its count).
@@ -238,15 +235,19 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(1);
         let mut buf = Vec::new();
         let keys = |r: &u64, out: &mut Vec<u64>| out.push(*r);
-        // Worker 0 draws k1 (node 1's), forwards it, then draws k0 and keeps it.
+        // Worker 0 draws k1 (node 1's), forwards it, then draws k0 and runs it.
         let mut drawn = vec![k0, k1]; // popped from the back: k1 first
         let mut draw = |_: &mut SmallRng| drawn.pop().unwrap();
         let mine = router.next_request(0, &mut draw, &keys, &mut buf, &mut rng, true);
         assert_eq!(mine, k0);
-        let mut never = |_: &mut SmallRng| -> u64 { panic!("worker 1 has a queued transaction") };
-        assert_eq!(router.next_request(1, &mut never, &keys, &mut buf, &mut rng, true), k1);
+        // Worker 1 draws another key of its own node, queues it
+        // behind the forwarded k1, and runs the oldest: k1.
+        let k1b = (k1 + 1..).find(|&k| p.node_of_partition(partition_of(k, 8)) == 1).unwrap();
+        let mut draw1 = |_: &mut SmallRng| k1b;
+        assert_eq!(router.next_request(1, &mut draw1, &keys, &mut buf, &mut rng, true), k1);
+        assert_eq!(router.depth[1].load(Ordering::Relaxed), 1);
         let s = router.stats();
-        assert_eq!((s.affinity, s.forwarded, s.overflow), (2, 1, 0));
+        assert_eq!((s.affinity, s.forwarded, s.overflow), (3, 1, 0));
     }
 
     #[test]
@@ -260,7 +261,8 @@ mod tests {
         let mut draw = |_: &mut SmallRng| k1;
         // Every draw goes to node 1 (worker 0 runs every FORWARD_LIMIT + 1-th
         // itself) until node 1's queue is more than δ = 0.3 fuller than node
-        // 0's: 20 of 64. Then Alg. 3 picks the least-loaded node 0.
+        // 0's: 20 of 64. Then Alg. 3 picks the least-loaded node 0, and worker
+        // 0 queues the transaction for itself and runs it.
         while router.stats().least_loaded == 0 {
             assert_eq!(router.next_request(0, &mut draw, &keys, &mut buf, &mut rng, true), k1);
         }

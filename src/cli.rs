@@ -106,6 +106,8 @@ pub struct EngineArgs {
     /// Commit durability: lazy (the paper's one fence per transaction; benchmarks' default) or immediate.
     #[arg(long, default_value = "lazy")]
     pub durability: String,
+    #[command(flatten)]
+    pub numa: crate::numa_args::NumaArgs,
 }
 
 /// How the driver runs and reports.

@@ -9,6 +9,7 @@
 mod cli;
 mod commands;
 mod error;
+mod numa_args;
 mod output;
 mod resolve;
 mod workloads;

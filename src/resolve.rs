@@ -158,6 +158,7 @@ pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<Eng
         expected_data_bytes: Some(request.data_bytes),
         durability,
         create: request.create,
+        numa: crate::numa_args::numa_config(&args.numa, request.threads)?,
         ..EngineConfig::default()
     };
     config.validate()?;

@@ -88,3 +88,20 @@ fn help_documents_the_exit_codes() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("3 check failed"));
 }
+
+#[test]
+fn bad_numa_settings_name_the_flag() {
+    let refused = |args: &[&str], needle: &str| {
+        let mut all = vec!["bench", "ycsb", "--pmem", "dram", "--records", "1000"];
+        all.extend_from_slice(args);
+        let err = usage_error(&all);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    };
+    refused(&["--numa-nodes", "0"], "--numa-nodes 0");
+    refused(&["--numa-nodes", "3", "--threads", "2"], "needs at least 3 workers");
+    refused(&["--numa-nodes", "2", "--numa-delta", "1.5"], "--numa-delta");
+    refused(&["--numa-nodes", "2", "--numa-eta", "0.5"], "--numa-eta");
+    refused(&["--numa-nodes", "2", "--engine", "mmdb"], "--engine zen");
+    refused(&["--numa-nodes", "2", "--numa-mode", "far"], "soft-partition");
+    refused(&["--remote-penalty-ns", "5"], "need --numa-nodes");
+}

@@ -124,6 +124,7 @@ fn pool_engine_config(p: &PoolArgs, command: &str) -> CliResult<EngineConfig> {
         cache_size: None,
         dram_ratio: None,
         durability: "immediate".into(),
+        numa: crate::numa_args::NumaArgs::default(),
     };
     let request =
         EngineRequest { pool: Some(p.pool.clone()), create: false, threads: 1, data_bytes: 0 };

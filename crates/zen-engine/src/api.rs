@@ -345,6 +345,14 @@ pub trait Engine: Send + Sync {
     /// Re-plan DRAM cache shares across tables from the accesses measured so
     /// far (Zen's greedy f_i/S_i rule); engines without a cache ignore it.
     fn rebalance_cache(&self) {}
+    /// The Zen+ NUMA runtime when NUMA is active (more than one node).
+    fn numa(&self) -> Option<&crate::numa::Numa> {
+        None
+    }
+    /// NUMA placement and local/remote access counts when NUMA is active.
+    fn numa_stats(&self) -> Option<crate::numa::NumaStats> {
+        None
+    }
     /// The report of the recovery that opened this engine, if it recovered.
     fn recovery_report(&self) -> Option<RecoveryReport>;
     /// Check structural invariants (index ↔ heap, no duplicate keys, free

@@ -271,6 +271,9 @@ pub struct EngineConfig {
     /// Bug injection into a baseline engine (tests only; `None` otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline_fault: Option<BaselineFault>,
+    /// Zen+ NUMA placement, routing and accounting (`crate::numa`; default:
+    /// the machine's real nodes, so off on a one-node machine).
+    pub numa: crate::numa::NumaConfig,
 }
 
 impl Default for EngineConfig {
@@ -298,6 +301,7 @@ impl Default for EngineConfig {
             checkpoint_interval_ms: None,
             group_commit_interval_us: 100,
             baseline_fault: None,
+            numa: crate::numa::NumaConfig::default(),
         }
     }
 }
@@ -349,6 +353,13 @@ impl EngineConfig {
         }
         if self.recovery_threads == Some(0) {
             return bad("recovery threads must be at least 1".into());
+        }
+        self.numa.validate(self.max_workers)?;
+        if self.numa.nodes.is_some_and(|n| n > 1) && self.engine != EngineKind::Zen {
+            return bad(format!(
+                "--numa-nodes applies to --engine zen (Zen+), not --engine {}",
+                self.engine.name()
+            ));
         }
         Ok(())
     }

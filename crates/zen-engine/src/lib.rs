@@ -22,6 +22,7 @@ pub mod catalog;
 pub mod cc;
 pub mod heap;
 pub mod index;
+pub mod numa;
 pub mod ts;
 pub mod words;
 pub mod zen;

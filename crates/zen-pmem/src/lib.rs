@@ -11,6 +11,7 @@
 //! All `unsafe` code of the project lives in this crate; `UNSAFE.md` at the
 //! repository root lists the sites.
 
+pub mod affinity;
 pub mod backend;
 pub mod counters;
 pub mod cpu;

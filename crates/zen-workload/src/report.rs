@@ -198,6 +198,20 @@ pub struct Report {
     pub cache: CacheSummary,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovery: Option<RecoveryReport>,
+    /// Zen+ NUMA placement and local/remote accesses (NUMA-aware runs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub numa: Option<NumaSummary>,
+}
+
+/// The NUMA part of a report: the measured interval's accesses and shares.
+#[derive(Debug, Clone, Serialize)]
+pub struct NumaSummary {
+    /// Remote share of all counted tuple accesses.
+    pub remote_fraction: f64,
+    pub remote_read_fraction: f64,
+    pub remote_write_fraction: f64,
+    #[serde(flatten)]
+    pub run: crate::driver::NumaRun,
 }
 
 fn ratio(part: u64, whole: u64) -> f64 {
@@ -251,6 +265,12 @@ impl Report {
             nvm: nvm_summary(run),
             cache: cache_summary(run),
             recovery,
+            numa: run.numa.clone().map(|run| NumaSummary {
+                remote_fraction: run.measured.remote_fraction(),
+                remote_read_fraction: run.measured.remote_read_fraction(),
+                remote_write_fraction: run.measured.remote_write_fraction(),
+                run,
+            }),
         }
     }
 
@@ -361,6 +381,9 @@ impl Report {
                 r.threads
             );
         }
+        if let Some(n) = &self.numa {
+            render_numa(n, out);
+        }
         let _ = writeln!(out, "durable across    {}", self.config.durable_across);
     }
 
@@ -400,6 +423,48 @@ pub fn timeseries_csv(samples: &[IntervalSample]) -> Result<String> {
     // No rows: still give a reader the columns, taken from an empty sample.
     let header = timeseries_csv(&[IntervalSample::default()])?;
     Ok(header.lines().next().unwrap_or_default().to_string() + "\n")
+}
+
+fn render_numa(n: &NumaSummary, out: &mut String) {
+    let e = &n.run.engine;
+    let mut per_node = vec![0usize; e.nodes];
+    for &node in &e.worker_nodes {
+        per_node[usize::from(node)] += 1;
+    }
+    let _ = writeln!(
+        out,
+        "numa              {} {} nodes · {} · {} binding · workers per node {:?} · remote penalty {} ns",
+        e.nodes,
+        if e.real_nodes { "real" } else { "virtual" },
+        e.mode.name(),
+        e.binding.name(),
+        per_node,
+        e.remote_penalty_ns
+    );
+    let m = &n.run.measured;
+    let _ = writeln!(
+        out,
+        "numa accesses     remote {:.2} % (reads {:.2} %, writes {:.2} %) · {} remote reads · {} remote writes · penalty {:.3} s",
+        n.remote_fraction * 100.0,
+        n.remote_read_fraction * 100.0,
+        n.remote_write_fraction * 100.0,
+        group(m.remote_reads),
+        group(m.remote_writes),
+        m.penalty_ns as f64 / 1e9
+    );
+    if let Some(r) = &n.run.route {
+        let routed = (r.affinity + r.least_loaded + r.random).max(1) as f64;
+        let _ = writeln!(
+            out,
+            "numa routing      affinity {:.1} % · least-loaded {:.1} % · random {:.1} % · forwarded {} · remaps {} (moved {})",
+            r.affinity as f64 / routed * 100.0,
+            r.least_loaded as f64 / routed * 100.0,
+            r.random as f64 / routed * 100.0,
+            group(r.forwarded),
+            e.remap_rounds,
+            group(e.partitions_moved)
+        );
+    }
 }
 
 fn nvm_summary(run: &RunResult) -> NvmSummary {
@@ -518,6 +583,7 @@ mod tests {
                 commits: 50,
                 ..Default::default()
             }],
+            numa: None,
         }
     }
 

@@ -436,6 +436,26 @@ impl Workload for SmallBank {
         }
     }
 
+    /// Every table is keyed by customer id: the customers a request touches.
+    fn partition_keys(&self, request: &SmallBankRequest, out: &mut Vec<u64>) {
+        match *request {
+            SmallBankRequest::Amalgamate { from, to }
+            | SmallBankRequest::SendPayment { from, to, .. } => out.extend([from, to]),
+            SmallBankRequest::Balance { customer }
+            | SmallBankRequest::DepositChecking { customer, .. }
+            | SmallBankRequest::TransactSavings { customer, .. }
+            | SmallBankRequest::WriteCheck { customer, .. } => out.push(customer),
+        }
+    }
+
+    fn partition_key_columns(&self) -> Vec<(&'static str, &'static str)> {
+        vec![
+            (ACCOUNTS, "custid (primary)"),
+            (SAVINGS, "custid (primary)"),
+            (CHECKING, "custid (primary)"),
+        ]
+    }
+
     fn check(&self, engine: &dyn Engine) -> Result<CheckReport> {
         let n = self.config.spec.accounts;
         let mut report = CheckReport::new("smallbank");

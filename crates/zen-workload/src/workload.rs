@@ -60,6 +60,17 @@ pub trait Workload: Sync {
     ) -> zen_engine::Result<()>;
     /// Check the workload's consistency conditions on a quiescent engine.
     fn check(&self, engine: &dyn Engine) -> Result<CheckReport>;
+    /// Zen+ soft partitions (Alg. 3 `extractKey`): push the partition-key
+    /// value of every request of `request` whose key is known before it
+    /// runs (point accesses; scans and lookups by secondary key are not).
+    /// Pushing nothing makes the transaction "complex". Must not allocate
+    /// beyond `out`'s capacity in steady state.
+    fn partition_keys(&self, _request: &Self::Request, _out: &mut Vec<u64>) {}
+    /// Each table's partition key as (table, column): its primary key or a
+    /// foreign key (TPC-C: the warehouse id). Empty: no soft partitions.
+    fn partition_key_columns(&self) -> Vec<(&'static str, &'static str)> {
+        Vec::new()
+    }
 }
 
 /// How many examples of a violated condition a report keeps.

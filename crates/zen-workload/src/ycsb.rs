@@ -618,6 +618,21 @@ impl Workload for Ycsb {
         Ok(())
     }
 
+    /// The primary key of every point operation; scans are "complex".
+    fn partition_keys(&self, request: &YcsbRequest, out: &mut Vec<u64>) {
+        out.extend(request.ops().iter().filter_map(|op| match *op {
+            Op::Read { key }
+            | Op::Update { key, .. }
+            | Op::Insert { key, .. }
+            | Op::ReadModifyWrite { key, .. } => Some(key),
+            Op::Scan { .. } => None,
+        }));
+    }
+
+    fn partition_key_columns(&self) -> Vec<(&'static str, &'static str)> {
+        vec![(TABLE, "key (primary)")]
+    }
+
     fn check(&self, engine: &dyn Engine) -> Result<CheckReport> {
         let table = meta::table(engine, TABLE)?;
         let records = self.config.spec.records;

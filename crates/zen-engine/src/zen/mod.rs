@@ -19,6 +19,7 @@
 
 pub mod cache;
 pub mod cache_plan;
+pub mod numa;
 pub mod recovery;
 pub mod space;
 pub mod table;
@@ -79,6 +80,8 @@ pub struct Shared<B: PmemBackend> {
     pub tictoc_high: AtomicU64,
     /// OCC: the critical section of serial validation.
     pub validation: Mutex<()>,
+    /// Zen+ NUMA runtime (`None` on one node: nothing placed or counted).
+    pub numa: Option<crate::numa::Numa>,
 }
 
 /// The Zen engine on backend `B` with concurrency-control protocol `P`.
@@ -193,6 +196,7 @@ impl<B: PmemBackend> Shared<B> {
                 .collect(),
             tictoc_high: AtomicU64::new(0),
             validation: Mutex::new(()),
+            numa: crate::numa::Numa::new(&config.numa, regions.max(config.max_workers)),
         }
     }
 
@@ -420,6 +424,14 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
 
     fn rebalance_cache(&self) {
         self.shared.rebalance_cache();
+    }
+
+    fn numa(&self) -> Option<&crate::numa::Numa> {
+        self.shared.numa.as_ref()
+    }
+
+    fn numa_stats(&self) -> Option<crate::numa::NumaStats> {
+        self.shared.numa_stats()
     }
 
     fn recovery_report(&self) -> Option<RecoveryReport> {

@@ -226,6 +226,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             }
             if t1 & silo::ABSENT == 0 {
                 region.read_row(idx, out);
+                self.s.numa_entry(self.id, w, idx, false);
             }
             if P::TICTOC {
                 self.last_wts = e.cc[1].load(Ordering::Acquire);
@@ -245,6 +246,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         self.slot_buf.resize(len, 0);
         let p = self.s.pool.persister(self.thread);
         p.read(slot, &mut self.slot_buf[..len]);
+        self.s.numa_slot(self.id, slot, false);
         let locw = t.records.loc(rid);
         let w0 = u64::from_le_bytes(self.slot_buf[0..8].try_into().expect("8 bytes"));
         let w1 = u64::from_le_bytes(self.slot_buf[8..16].try_into().expect("8 bytes"));
@@ -274,6 +276,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             e.cc[2].store(high, Ordering::Relaxed);
         }
         region.write_row(idx, &self.slot_buf[heap::SLOT_HEADER_BYTES as usize..len]);
+        self.s.numa_entry(self.id, self.id, idx, true);
         let published = locw
             .compare_exchange(slot, loc_cached(self.id, idx), Ordering::AcqRel, Ordering::Acquire)
             .is_ok();

@@ -20,12 +20,19 @@
 //! any other error stops the run with the worker and transaction named.
 //! Latency is measured per request, retries included.
 //!
+//! NUMA (Zen+ §4.2). When the engine runs NUMA-aware (`Engine::numa`), each
+//! worker is pinned to its node's CPU where one exists, and in
+//! `soft-partition` mode every drawn transaction goes through the [`route`]
+//! module (Alg. 3, with Alg. 4 run periodically). The run result carries the
+//! local/remote access counts of the measured interval ([`NumaRun`]).
+//!
 //! PROGRESS. Every `interval` the coordinator sums the workers' live
 //! counters ([`live`]) and the engine's NVM counters into an
 //! [`IntervalSample`], keeps it for `timeseries.csv` and hands it to the
 //! progress callback.
 
 pub mod live;
+pub mod route;
 pub mod stats;
 
 use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
@@ -42,7 +49,9 @@ use crate::error::{Error, Result};
 use crate::meta;
 use crate::workload::Workload;
 use live::LiveCounters;
+use route::{RouteStats, Router};
 use stats::WorkerStats;
+use zen_engine::numa::{NumaCounters, NumaStats};
 
 const WARMUP: u8 = 0;
 const MEASURE: u8 = 1;
@@ -146,6 +155,21 @@ pub struct RunResult {
     /// Engine NVM counters over the measured interval.
     pub nvm: CounterSnapshot,
     pub timeseries: Vec<IntervalSample>,
+    /// NUMA placement and accesses when the engine runs NUMA-aware.
+    pub numa: Option<NumaRun>,
+}
+
+/// What a NUMA-aware run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct NumaRun {
+    /// Local and remote accesses during the measured interval.
+    pub measured: NumaCounters,
+    /// Placement and whole-run counters at the end.
+    pub engine: NumaStats,
+    /// Routing decisions (soft-partition mode only).
+    pub route: Option<RouteStats>,
+    /// Each table's partition key, as the workload declares it.
+    pub partition_keys: Vec<(String, String)>,
 }
 
 impl RunResult {
@@ -181,11 +205,17 @@ pub fn run_benchmark<W: Workload>(
         budget: AtomicI64::new(budget),
         live: (0..config.threads).map(|_| CachePadded::new(LiveCounters::default())).collect(),
     };
+    let numa = engine.numa();
+    let router: Option<Router<'_, W::Request>> = numa.and_then(|n| {
+        let p = n.partitioner.as_ref()?;
+        Some(Router::new(p, config.threads.min(n.layout.workers)))
+    });
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..config.threads)
             .map(|i| {
                 let shared = &shared;
-                scope.spawn(move || worker_main(engine, workload, config, shared, i))
+                let router = router.as_ref();
+                scope.spawn(move || worker_main(engine, workload, config, shared, router, i))
             })
             .collect();
         let timing = coordinate(engine, config, &shared, &handles, progress);
@@ -201,6 +231,16 @@ pub fn run_benchmark<W: Workload>(
             return Err(e);
         }
         let nvm = engine.pmem_counters().since(&timing.nvm_start);
+        let numa = engine.numa_stats().map(|stats| NumaRun {
+            measured: stats.total.since(&timing.numa_start),
+            engine: stats,
+            route: router.as_ref().map(Router::stats),
+            partition_keys: workload
+                .partition_key_columns()
+                .into_iter()
+                .map(|(t, c)| (t.to_string(), c.to_string()))
+                .collect(),
+        });
         // A transaction budget ends when the last worker finishes its share.
         let end = match config.stop {
             Stop::Transactions(_) => merged.finished_at.unwrap_or(timing.end),
@@ -215,6 +255,7 @@ pub fn run_benchmark<W: Workload>(
             stats: merged,
             nvm,
             timeseries: timing.samples,
+            numa,
         })
     })
 }
@@ -225,6 +266,7 @@ struct Timing {
     /// When the coordinator stopped the workers.
     end: Instant,
     nvm_start: CounterSnapshot,
+    numa_start: NumaCounters,
     samples: Vec<IntervalSample>,
 }
 
@@ -240,6 +282,8 @@ fn coordinate<T>(
     let mut sampler = Sampler::new(engine, shared, started);
     let mut measure_start = if config.warmup.is_zero() { Some(started) } else { None };
     let mut nvm_start = engine.pmem_counters();
+    let numa_total = || engine.numa_stats().map(|s| s.total).unwrap_or_default();
+    let mut numa_start = numa_total();
     let tick = Duration::from_millis(20).min(config.interval);
     loop {
         std::thread::sleep(tick);
@@ -253,6 +297,7 @@ fn coordinate<T>(
             // Re-plan the Met-Cache shares from the accesses the warmup counted.
             engine.rebalance_cache();
             nvm_start = engine.pmem_counters();
+            numa_start = numa_total();
             shared.phase.store(MEASURE, Ordering::Release);
             measure_start = Some(now);
         }
@@ -275,6 +320,7 @@ fn coordinate<T>(
                 measure_start,
                 end,
                 nvm_start,
+                numa_start,
                 samples: sampler.samples,
             };
         }
@@ -373,9 +419,10 @@ fn worker_main<W: Workload>(
     workload: &W,
     config: &DriverConfig,
     shared: &Shared,
+    router: Option<&Router<'_, W::Request>>,
     index: usize,
 ) -> Result<WorkerStats> {
-    let result = worker_loop(engine, workload, config, shared, index);
+    let result = worker_loop(engine, workload, config, shared, router, index);
     if result.is_err() {
         // Stop the others: the run has failed.
         shared.phase.store(STOP, Ordering::Release);
@@ -388,9 +435,13 @@ fn worker_loop<W: Workload>(
     workload: &W,
     config: &DriverConfig,
     shared: &Shared,
+    router: Option<&Router<'_, W::Request>>,
     index: usize,
 ) -> Result<WorkerStats> {
     let mut worker = engine.worker()?;
+    pin_to_node(engine, worker.id())?;
+    let mut keys = Vec::with_capacity(64);
+    let mut done = 0u64;
     let mut local = workload.local(engine, index, config.threads)?;
     let mut rng = SmallRng::seed_from_u64(worker_seed(config.seed, index));
     let live = &shared.live[index];
@@ -414,8 +465,22 @@ fn worker_loop<W: Workload>(
         if measuring && counted && shared.budget.fetch_sub(1, Ordering::Relaxed) <= 0 {
             break;
         }
-        let request = workload.next(&mut local, &mut rng);
+        let request = match router {
+            None => workload.next(&mut local, &mut rng),
+            Some(r) => r.next_request(
+                worker.id(),
+                &mut |rng| workload.next(&mut local, rng),
+                &|req, out| workload.partition_keys(req, out),
+                &mut keys,
+                &mut rng,
+                measuring,
+            ),
+        };
         attempt.run(workload, worker.as_mut(), &mut local, &request, &mut stats, live)?;
+        done += 1;
+        if let Some(r) = router {
+            r.after_transaction(done);
+        }
     }
     stats.finished_at = Some(Instant::now());
     stats.cache = if measuring {
@@ -426,6 +491,15 @@ fn worker_loop<W: Workload>(
     // Lazy durability: make this worker's last commits durable before the report.
     worker.sync()?;
     Ok(stats)
+}
+
+/// Pin the calling worker thread to its node's CPU when NUMA pinning applies.
+fn pin_to_node(engine: &dyn Engine, worker: usize) -> Result<()> {
+    let Some(numa) = engine.numa() else { return Ok(()) };
+    let Some(cpu) = numa.layout.worker_cpu.get(worker).copied().flatten() else { return Ok(()) };
+    zen_pmem::affinity::pin_current_thread(cpu).map_err(|e| {
+        Error::invalid("NUMA pinning", format!("worker {worker} to cpu {cpu}"), e.to_string())
+    })
 }
 
 fn cache_stats_since(now: &CacheStats, start: &CacheStats) -> CacheStats {

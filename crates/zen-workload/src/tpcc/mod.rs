@@ -231,6 +231,39 @@ impl Workload for Tpcc {
     fn check(&self, engine: &dyn Engine) -> Result<CheckReport> {
         check::check(&self.config.spec, engine)
     }
+
+    /// Every table with a warehouse id is partitioned by it (a foreign key
+    /// for all but `warehouse`), so one warehouse's rows share a partition.
+    fn partition_keys(&self, request: &TpccRequest, out: &mut Vec<u64>) {
+        match request {
+            TpccRequest::NewOrder(n) => {
+                // warehouse, district, customer, orders, new_order, order lines
+                out.push(n.w);
+                // one stock row per line, in its supply warehouse (`item` has no key)
+                out.extend(n.lines[..n.count].iter().map(|l| u64::from(l.supply_w)));
+            }
+            TpccRequest::Payment(p) => {
+                out.push(p.w);
+                out.push(p.c_w);
+            }
+            TpccRequest::OrderStatus { w, .. }
+            | TpccRequest::Delivery { w, .. }
+            | TpccRequest::StockLevel { w, .. } => out.push(*w),
+        }
+    }
+
+    fn partition_key_columns(&self) -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("warehouse", "w_id"),
+            ("district", "d_w_id"),
+            ("customer", "c_w_id"),
+            ("history", "h_w_id"),
+            ("new_order", "no_w_id"),
+            ("orders", "o_w_id"),
+            ("order_line", "ol_w_id"),
+            ("stock", "s_w_id"),
+        ]
+    }
 }
 
 #[cfg(test)]

@@ -524,7 +524,15 @@ fn delivery_txn(
             },
         )?;
         let Some(ok) = oldest else { continue };
-        tx.delete(t.new_order, ok)?;
+        match tx.delete(t.new_order, ok) {
+            // A concurrent Delivery of this district committed first and took
+            // the order the scan saw: the scan is stale, retry (as validation
+            // would abort it anyway), never fail the run.
+            Err(zen_engine::Error::KeyNotFound { .. }) => {
+                return Err(zen_engine::Error::Abort(zen_engine::AbortReason::Phantom));
+            }
+            other => other?,
+        }
         read(tx, t.orders, orders::NAME, ok, &mut l.order, true)?;
         row::put_i32(&mut l.order, orders::CARRIER_ID, carrier as i32);
         tx.update(t.orders, ok, &l.order)?;

@@ -284,6 +284,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             if !self.fault(Fault::SkipFlushes) {
                 p.flush(w.slot, len);
             }
+            self.s.numa_slot(self.id, w.slot, true);
         }
         if !self.fault(Fault::NoFenceBeforeLp) {
             p.fence();
@@ -361,6 +362,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             } else {
                 if !deleted {
                     t.caches[owner].write_row(idx, new_row);
+                    self.s.numa_entry(self.id, owner, idx, true);
                 }
                 entry.slot.store(new_slot, Ordering::Release);
                 if P::TICTOC {
@@ -397,6 +399,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         e.touch_ts.store(self.begin_ts, Ordering::Relaxed);
         if !deleted {
             region.write_row(idx, row);
+            self.s.numa_entry(self.id, self.id, idx, true);
         }
         e.cc[0].store(silo::tid(cts, deleted), Ordering::Release);
         t.records.loc(rid).store(loc_cached(self.id, idx), Ordering::Release);

@@ -54,6 +54,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             }
             if version & silo::ABSENT == 0 {
                 t.caches[w].read_row(idx, out);
+                self.s.numa_entry(self.id, w, idx, false);
             }
             self.count_hit();
             return Ok((loc, version & !silo::LOCK));

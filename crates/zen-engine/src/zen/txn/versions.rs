@@ -62,6 +62,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             }
             if v & silo::ABSENT == 0 {
                 t.caches[w].read_row(idx, out);
+                self.s.numa_entry(self.id, w, idx, false);
             }
             self.count_hit();
             if silo::cts_of(v) < self.watermark {
@@ -86,6 +87,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             if silo::cts_of(v) <= ts {
                 if v & silo::ABSENT == 0 {
                     t.caches[w].read_row(idx, out);
+                    self.s.numa_entry(self.id, w, idx, false);
                 }
                 self.count_hit();
                 return Ok((p, v));
@@ -173,6 +175,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         init_entry(e, key, rid, slot, cts);
         if !deleted {
             region.write_row(idx, row);
+            self.s.numa_entry(self.id, self.id, idx, true);
         }
         e.cc[1].store(cts, Ordering::Relaxed);
         e.cc[2].store(head_loc, Ordering::Relaxed);

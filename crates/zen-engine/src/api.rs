@@ -313,6 +313,9 @@ pub struct EngineStatus {
     pub gc_reclaimed_slots: u64,
     pub cache_entries_used: u64,
     pub cache_entries_capacity: u64,
+    /// Zen+ adaptive execution counters, when it is on (`zen::adaptive`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<crate::zen::adaptive::AdaptiveStats>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

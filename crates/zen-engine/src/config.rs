@@ -271,6 +271,25 @@ pub struct EngineConfig {
     /// Bug injection into a baseline engine (tests only; `None` otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline_fault: Option<BaselineFault>,
+    /// Zen+ MVCC-based adaptive execution (Zen+ §4.1, `zen/adaptive.rs`):
+    /// read-only snapshots at the global minimum Tx-CTS − 1, the detecting
+    /// stage (α, β, γ) and the exclusive stage. Default on; it acts only with
+    /// the multi-version protocols that support it (`mvcc`, `hekaton`).
+    /// Costs: one flag load and one counter per tuple access.
+    pub adaptive: bool,
+    /// α: a read-write transaction that accesses more tuples than this share
+    /// of its worker's Met-Cache region becomes privileged (default 0.95).
+    /// Lower leaves more room for other transactions, but enters the
+    /// exclusive stage for smaller transactions.
+    pub adaptive_alpha: f64,
+    /// β: when free NVM pages fall below this share of the pool, the running
+    /// transaction with the most accessed tuples becomes privileged (default
+    /// 0.05). Higher triggers earlier (false alarms); lower risks running out.
+    pub adaptive_beta: f64,
+    /// γ: a transaction whose aborted attempts accessed more tuples than this
+    /// in total becomes privileged (default 16 million, ~10 s of NVM reads on
+    /// the paper's machine); bounds the work lost to retries.
+    pub adaptive_gamma_tuples: u64,
 }
 
 impl Default for EngineConfig {
@@ -298,6 +317,10 @@ impl Default for EngineConfig {
             checkpoint_interval_ms: None,
             group_commit_interval_us: 100,
             baseline_fault: None,
+            adaptive: true,
+            adaptive_alpha: 0.95,
+            adaptive_beta: 0.05,
+            adaptive_gamma_tuples: 16_000_000,
         }
     }
 }
@@ -349,6 +372,28 @@ impl EngineConfig {
         }
         if self.recovery_threads == Some(0) {
             return bad("recovery threads must be at least 1".into());
+        }
+        self.validate_adaptive()
+    }
+
+    /// α and β are shares in (0, 1]; γ is a positive tuple count.
+    fn validate_adaptive(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidConfig(m));
+        let share = |v: f64| v.is_finite() && v > 0.0 && v <= 1.0;
+        if !share(self.adaptive_alpha) {
+            return bad(format!(
+                "adaptive alpha {} must be a share of the cache region in (0, 1]",
+                self.adaptive_alpha
+            ));
+        }
+        if !share(self.adaptive_beta) {
+            return bad(format!(
+                "adaptive beta {} must be a share of the NVM pool in (0, 1]",
+                self.adaptive_beta
+            ));
+        }
+        if self.adaptive_gamma_tuples == 0 {
+            return bad("adaptive gamma must be at least 1 tuple".into());
         }
         Ok(())
     }

@@ -17,6 +17,7 @@
 //! `table` (indexes, location words), `txn` (transactions and commit),
 //! `recovery` (Alg. 2), this file (engine, workers, GC watermark).
 
+pub mod adaptive;
 pub mod cache;
 pub mod cache_plan;
 pub mod recovery;
@@ -79,6 +80,8 @@ pub struct Shared<B: PmemBackend> {
     pub tictoc_high: AtomicU64,
     /// OCC: the critical section of serial validation.
     pub validation: Mutex<()>,
+    /// Zen+ adaptive execution: G-EX, begin timestamps, counters (`adaptive.rs`).
+    pub adaptive: adaptive::Adaptive,
 }
 
 /// The Zen engine on backend `B` with concurrency-control protocol `P`.
@@ -193,6 +196,7 @@ impl<B: PmemBackend> Shared<B> {
                 .collect(),
             tictoc_high: AtomicU64::new(0),
             validation: Mutex::new(()),
+            adaptive: adaptive::Adaptive::new(regions),
         }
     }
 
@@ -382,6 +386,7 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
             free_pages: s.pool.free_page_count(),
             page_count: s.pool.page_count(),
             gc_reclaimed_slots: s.gc_reclaimed.load(Ordering::Relaxed),
+            adaptive: (s.config.adaptive && P::SNAPSHOT_READS).then(|| s.adaptive.stats()),
             ..Default::default()
         };
         for t in tables.iter() {

@@ -26,6 +26,9 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     ) -> Result<usize> {
         let t = self.table(table)?;
         let (low, high) = (*range.start(), *range.end());
+        if self.snapshot.is_some() {
+            return self.scan_snapshot(&t, low, high, limit, f);
+        }
         if let Some(ts) = self.txn_ts.filter(|_| P::MULTI_VERSION) {
             // Before reading: an older inserter either sees this and aborts,
             // or its locked entry is already in the index and we wait for it.
@@ -56,8 +59,33 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         Ok(visited)
     }
 
+    /// A snapshot scan (Zen+): no read set, no phantom check (the snapshot is
+    /// complete, R1), no access-set limit (nothing is remembered).
+    fn scan_snapshot(
+        &mut self,
+        t: &Table,
+        low: u64,
+        high: u64,
+        limit: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize> {
+        let mut row = vec![0u8; t.row_bytes];
+        let mut visited = 0;
+        for (key, rid) in t.index.range(low..=high) {
+            self.safe_point()?;
+            if self.read_snapshot(t, rid, &mut row)? {
+                visited += 1;
+                if !f(key, &row) || visited >= limit {
+                    break;
+                }
+            }
+        }
+        Ok(visited)
+    }
+
     /// Read one record met by a scan; true when it has a live row in `row`.
     fn visit(&mut self, t: &Table, key: u64, rid: u64, row: &mut [u8]) -> Result<bool> {
+        self.safe_point()?;
         self.count_access(t);
         if P::PARTITIONED {
             self.lock_partition(t, key)?;

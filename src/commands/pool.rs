@@ -120,6 +120,10 @@ fn pool_engine_config(p: &PoolArgs, command: &str) -> CliResult<EngineConfig> {
         cache_size: None,
         dram_ratio: None,
         durability: "immediate".into(),
+        adaptive: "on".into(),
+        alpha: None,
+        beta: None,
+        gamma: None,
     };
     let request =
         EngineRequest { pool: Some(p.pool.clone()), create: false, threads: 1, data_bytes: 0 };

@@ -345,6 +345,11 @@ pub trait Engine: Send + Sync {
     /// Re-plan DRAM cache shares across tables from the accesses measured so
     /// far (Zen's greedy f_i/S_i rule); engines without a cache ignore it.
     fn rebalance_cache(&self) {}
+    /// Zen+ adaptive-execution counters (cheap; `None` where it is off or
+    /// the engine has none).
+    fn adaptive_stats(&self) -> Option<crate::zen::adaptive::AdaptiveStats> {
+        None
+    }
     /// The report of the recovery that opened this engine, if it recovered.
     fn recovery_report(&self) -> Option<RecoveryReport>;
     /// Check structural invariants (index ↔ heap, no duplicate keys, free

@@ -143,6 +143,12 @@ impl CcKind {
             CcKind::Hstore => "partition locks (H-Store): serializable; phantoms caught by re-scan",
         }
     }
+    /// Protocols that run Zen+ read-only snapshots and adaptive execution
+    /// (`Protocol::SNAPSHOT_READS`).
+    pub fn supports_snapshots(self) -> bool {
+        matches!(self, CcKind::Mvcc | CcKind::Hekaton)
+    }
+
     /// Two-phase locking protocols (at most 62 workers: one lock-word bit each).
     pub fn is_locking(self) -> bool {
         matches!(self, CcKind::NoWait | CcKind::WaitDie | CcKind::DlDetect)

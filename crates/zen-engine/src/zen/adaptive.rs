@@ -152,6 +152,27 @@ pub struct AdaptiveStats {
     pub nvm_direct_writes: u64,
     /// Heap slots reclaimed by privileged transactions (step 4).
     pub exclusive_reclaimed_slots: u64,
+    /// A privileged transaction holds G-EX at the time of reading.
+    pub exclusive_now: bool,
+}
+
+impl AdaptiveStats {
+    /// The counts since `earlier` (a previous reading of the same engine).
+    pub fn since(&self, earlier: &AdaptiveStats) -> AdaptiveStats {
+        AdaptiveStats {
+            stage_switches: self.stage_switches - earlier.stage_switches,
+            privileged_alpha: self.privileged_alpha - earlier.privileged_alpha,
+            privileged_beta: self.privileged_beta - earlier.privileged_beta,
+            privileged_gamma: self.privileged_gamma - earlier.privileged_gamma,
+            exclusive_us: self.exclusive_us - earlier.exclusive_us,
+            snapshot_txns: self.snapshot_txns - earlier.snapshot_txns,
+            nvm_direct_reads: self.nvm_direct_reads - earlier.nvm_direct_reads,
+            nvm_direct_writes: self.nvm_direct_writes - earlier.nvm_direct_writes,
+            exclusive_reclaimed_slots: self.exclusive_reclaimed_slots
+                - earlier.exclusive_reclaimed_slots,
+            exclusive_now: self.exclusive_now,
+        }
+    }
 }
 
 /// Engine-wide state of adaptive execution.
@@ -201,6 +222,7 @@ impl Adaptive {
             nvm_direct_reads: get(&self.nvm_direct_reads),
             nvm_direct_writes: get(&self.nvm_direct_writes),
             exclusive_reclaimed_slots: get(&self.exclusive_reclaimed),
+            exclusive_now: self.holder().is_some(),
         }
     }
 

@@ -386,7 +386,7 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
             free_pages: s.pool.free_page_count(),
             page_count: s.pool.page_count(),
             gc_reclaimed_slots: s.gc_reclaimed.load(Ordering::Relaxed),
-            adaptive: (s.config.adaptive && P::SNAPSHOT_READS).then(|| s.adaptive.stats()),
+            adaptive: self.adaptive_stats(),
             ..Default::default()
         };
         for t in tables.iter() {
@@ -407,6 +407,11 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
 
     fn rebalance_cache(&self) {
         self.shared.rebalance_cache();
+    }
+
+    fn adaptive_stats(&self) -> Option<adaptive::AdaptiveStats> {
+        let s = &self.shared;
+        (s.config.adaptive && P::SNAPSHOT_READS).then(|| s.adaptive.stats())
     }
 
     fn recovery_report(&self) -> Option<RecoveryReport> {

@@ -35,6 +35,7 @@ use crossbeam_utils::CachePadded;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::Serialize;
+use zen_engine::zen::adaptive::AdaptiveStats;
 use zen_engine::{AbortReason, CacheStats, Engine, EngineWorker};
 use zen_pmem::CounterSnapshot;
 
@@ -131,6 +132,12 @@ pub struct IntervalSample {
     pub nvm_write_gb_per_s: f64,
     pub flushes_per_txn: f64,
     pub fences_per_txn: f64,
+    /// Zen+: switches to the exclusive stage during the interval.
+    pub stage_switches: u64,
+    /// Zen+: exclusive stages that ended during the interval, in ms.
+    pub exclusive_ms: f64,
+    /// Zen+: a privileged transaction ran alone when the interval closed.
+    pub exclusive_now: bool,
 }
 
 /// What a run measured, before it is turned into a report.
@@ -145,6 +152,8 @@ pub struct RunResult {
     pub stats: WorkerStats,
     /// Engine NVM counters over the measured interval.
     pub nvm: CounterSnapshot,
+    /// Zen+ adaptive-execution counters over the measured interval.
+    pub adaptive: Option<AdaptiveStats>,
     pub timeseries: Vec<IntervalSample>,
 }
 
@@ -201,6 +210,7 @@ pub fn run_benchmark<W: Workload>(
             return Err(e);
         }
         let nvm = engine.pmem_counters().since(&timing.nvm_start);
+        let adaptive = engine.adaptive_stats().zip(timing.adaptive_start).map(|(a, b)| a.since(&b));
         // A transaction budget ends when the last worker finishes its share.
         let end = match config.stop {
             Stop::Transactions(_) => merged.finished_at.unwrap_or(timing.end),
@@ -214,6 +224,7 @@ pub fn run_benchmark<W: Workload>(
             measured_s: end.saturating_duration_since(timing.measure_start).as_secs_f64().max(1e-9),
             stats: merged,
             nvm,
+            adaptive,
             timeseries: timing.samples,
         })
     })
@@ -225,6 +236,7 @@ struct Timing {
     /// When the coordinator stopped the workers.
     end: Instant,
     nvm_start: CounterSnapshot,
+    adaptive_start: Option<AdaptiveStats>,
     samples: Vec<IntervalSample>,
 }
 
@@ -240,6 +252,7 @@ fn coordinate<T>(
     let mut sampler = Sampler::new(engine, shared, started);
     let mut measure_start = if config.warmup.is_zero() { Some(started) } else { None };
     let mut nvm_start = engine.pmem_counters();
+    let mut adaptive_start = engine.adaptive_stats();
     let tick = Duration::from_millis(20).min(config.interval);
     loop {
         std::thread::sleep(tick);
@@ -253,6 +266,7 @@ fn coordinate<T>(
             // Re-plan the Met-Cache shares from the accesses the warmup counted.
             engine.rebalance_cache();
             nvm_start = engine.pmem_counters();
+            adaptive_start = engine.adaptive_stats();
             shared.phase.store(MEASURE, Ordering::Release);
             measure_start = Some(now);
         }
@@ -275,6 +289,7 @@ fn coordinate<T>(
                 measure_start,
                 end,
                 nvm_start,
+                adaptive_start,
                 samples: sampler.samples,
             };
         }
@@ -293,6 +308,7 @@ struct Sampler {
     totals: [u64; 3],
     latency: Vec<u64>,
     nvm: CounterSnapshot,
+    adaptive: Option<AdaptiveStats>,
     samples: Vec<IntervalSample>,
 }
 
@@ -304,6 +320,7 @@ impl Sampler {
             totals: [0; 3],
             latency: vec![0; live::BUCKETS],
             nvm: engine.pmem_counters(),
+            adaptive: engine.adaptive_stats(),
             samples: Vec::new(),
         };
         s.read(shared);
@@ -344,6 +361,12 @@ impl Sampler {
         let nvm_now = engine.pmem_counters();
         let nvm = nvm_now.since(&self.nvm);
         self.nvm = nvm_now;
+        let adaptive_now = engine.adaptive_stats();
+        let adaptive = match (&adaptive_now, &self.adaptive) {
+            (Some(now), Some(before)) => now.since(before),
+            _ => AdaptiveStats::default(),
+        };
+        self.adaptive = adaptive_now;
         let attempts = (commits + cc_aborts + user_aborts).max(1) as f64;
         let per_txn = |v: u64| if commits == 0 { 0.0 } else { v as f64 / commits as f64 };
         let sample = IntervalSample {
@@ -361,6 +384,9 @@ impl Sampler {
             nvm_write_gb_per_s: nvm.bytes_written as f64 / interval_s / 1e9,
             flushes_per_txn: per_txn(nvm.lines_flushed),
             fences_per_txn: per_txn(nvm.fences),
+            stage_switches: adaptive.stage_switches,
+            exclusive_ms: adaptive.exclusive_us as f64 / 1000.0,
+            exclusive_now: adaptive.exclusive_now,
         };
         self.samples.push(sample.clone());
         Some(sample)

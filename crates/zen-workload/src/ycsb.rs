@@ -716,7 +716,7 @@ impl Workload for Ycsb {
         local.issued += 1;
         if let Some(long) = self.config.long
             && local.worker == 0
-            && local.issued % (long.every + 1) == 0
+            && local.issued.is_multiple_of(long.every + 1)
         {
             let base = self.txn_types().len() - 2;
             request.len = 0;
@@ -817,7 +817,13 @@ mod tests {
     #[test]
     fn paper_mode_requests_have_distinct_keys_and_the_mix_ratio() {
         let ycsb = Ycsb::new(YcsbConfig::paper(100, PaperMix::BA, 0.99)).unwrap();
-        let mut local = YcsbLocal { table: TableId(0), row: vec![0; ROW_BYTES], latest: None };
+        let mut local = YcsbLocal {
+            table: TableId(0),
+            row: vec![0; ROW_BYTES],
+            latest: None,
+            worker: 1,
+            issued: 0,
+        };
         let mut rng = SmallRng::seed_from_u64(1);
         let (mut reads, mut total) = (0, 0);
         for _ in 0..2000 {
@@ -837,11 +843,56 @@ mod tests {
     #[test]
     fn read_only_mix_declares_read_only_transactions() {
         let ycsb = Ycsb::new(YcsbConfig::paper(1000, PaperMix::RO, 0.6)).unwrap();
-        let mut local = YcsbLocal { table: TableId(0), row: vec![0; ROW_BYTES], latest: None };
+        let mut local = YcsbLocal {
+            table: TableId(0),
+            row: vec![0; ROW_BYTES],
+            latest: None,
+            worker: 1,
+            issued: 0,
+        };
         let mut rng = SmallRng::seed_from_u64(2);
         let request = ycsb.next(&mut local, &mut rng);
         assert!(ycsb.options(&request).read_only);
         assert_eq!(ycsb.txn_types()[ycsb.txn_type(&request)], "read_only");
+    }
+
+    #[test]
+    fn worker_zero_runs_a_long_update_every_k_and_the_others_keep_off_its_keys() {
+        let mut config = YcsbConfig::paper(1000, PaperMix::WH, 0.0);
+        config.long = Some(LongTxn { kind: LongKind::Update, tuples: 200, every: 3 });
+        let ycsb = Ycsb::new(config).unwrap();
+        let local = |worker| YcsbLocal {
+            table: TableId(0),
+            row: vec![0; ROW_BYTES],
+            latest: None,
+            worker,
+            issued: 0,
+        };
+        let (mut s, mut other) = (local(0), local(1));
+        let mut rng = SmallRng::seed_from_u64(4);
+        let types: Vec<&str> =
+            (0..8).map(|_| ycsb.txn_types()[ycsb.txn_type(&ycsb.next(&mut s, &mut rng))]).collect();
+        assert_eq!(types.iter().filter(|t| **t == "long_update").count(), 2, "{types:?}");
+        assert_eq!(types[3], "long_update");
+        for _ in 0..500 {
+            let request = ycsb.next(&mut other, &mut rng);
+            assert!(request.long.is_none());
+            assert!(request.ops().iter().filter_map(op_key).all(|k| k < 800));
+        }
+    }
+
+    #[test]
+    fn long_transactions_are_validated() {
+        let long = |kind, tuples, every| {
+            let mut c = YcsbConfig::paper(100, PaperMix::RH, 0.6);
+            c.long = Some(LongTxn { kind, tuples, every });
+            c.validate().unwrap_err().to_string()
+        };
+        assert!(long(LongKind::Scan, 0, 5).contains("tuples"));
+        assert!(long(LongKind::Scan, 101, 5).contains("tuples"));
+        assert!(long(LongKind::Update, 90, 5).contains("disjoint"));
+        assert!(long(LongKind::Scan, 10, 0).contains("every"));
+        assert!(LongKind::parse("delete").unwrap_err().to_string().contains("scan or update"));
     }
 
     #[test]
@@ -858,6 +909,8 @@ mod tests {
             table: TableId(0),
             row: vec![0; ROW_BYTES],
             latest: Some(Latest::new(1000, 0.99).unwrap()),
+            worker: 1,
+            issued: 0,
         };
         let mut rng = SmallRng::seed_from_u64(3);
         let inserts: Vec<u64> = (0..2000)

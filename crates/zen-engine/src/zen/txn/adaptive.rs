@@ -232,7 +232,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         if self.wasted.saturating_add(self.accessed) > c.adaptive_gamma_tuples {
             return Some(Trigger::Gamma);
         }
-        if self.accessed % BETA_EVERY == 0 {
+        if self.accessed.is_multiple_of(BETA_EVERY) {
             self.s.adaptive.accessed[self.id].store(self.accessed, Ordering::Relaxed);
             let pool = &self.s.pool;
             let free = pool.free_page_count() as f64;

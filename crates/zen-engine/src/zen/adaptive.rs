@@ -88,6 +88,11 @@
 //!   5. it releases G-EX. A privileged transaction that aborts also ends the
 //!      stage (steps 4–5).
 //!
+//!   Secondary indexes are not versioned: a snapshot's secondary lookup keeps
+//!   the candidates whose row exists at S with a matching key, so it drops
+//!   rows inserted after S but cannot find rows whose secondary key changed
+//!   or that were deleted after S (TPC-C's secondary keys never change).
+//!
 //! WHAT IT DOES NOT DO
 //!   Snapshots for single-version protocols and Cicada (see above); direct
 //!   NVM writes for tables with secondary indexes or for inserts (those go

@@ -137,11 +137,49 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             detail: format!("no secondary index #{index}"),
         })?;
         let entries = s.entries.read();
+        if self.snapshot.is_some() {
+            let candidates: Vec<u64> = entries
+                .range((prefix.to_vec(), 0)..)
+                .take_while(|(k, _)| k.starts_with(prefix))
+                .map(|(_, pk)| *pk)
+                .collect();
+            drop(entries);
+            return self.filter_secondary_at_snapshot(&t, index, prefix, candidates, limit, out);
+        }
         for (k, pk) in entries.range((prefix.to_vec(), 0)..) {
             if !k.starts_with(prefix) || out.len() >= limit {
                 break;
             }
             out.push(*pk);
+        }
+        Ok(())
+    }
+
+    /// Secondary indexes hold only the current keys. A snapshot keeps the
+    /// candidates whose row exists at S with a matching secondary key (rows
+    /// inserted later are dropped). It cannot find a row whose secondary key
+    /// changed, or that was deleted, after S (see `adaptive.rs`).
+    fn filter_secondary_at_snapshot(
+        &mut self,
+        t: &Table,
+        index: usize,
+        prefix: &[u8],
+        candidates: Vec<u64>,
+        limit: usize,
+        out: &mut Vec<u64>,
+    ) -> Result<()> {
+        let mut row = vec![0u8; t.row_bytes];
+        for pk in candidates {
+            if out.len() >= limit {
+                break;
+            }
+            self.safe_point()?;
+            let Some(rid) = t.lookup(pk) else { continue };
+            if self.read_snapshot(t, rid, &mut row)?
+                && t.secondary[index].key_of(&row).starts_with(prefix)
+            {
+                out.push(pk);
+            }
         }
         Ok(())
     }

@@ -45,8 +45,8 @@ impl AnyWorkload {
     /// default access-set limit (YCSB's long transactions), if any.
     pub fn access_set_needed(&self) -> Option<usize> {
         match self {
-            // A long update registers each tuple as two reads and one write.
-            AnyWorkload::Ycsb(y) => y.config().long.map(|l| l.tuples as usize * 3 + 64),
+            // A long update registers each tuple as one read and one write.
+            AnyWorkload::Ycsb(y) => y.config().long.map(|l| l.tuples as usize * 2 + 64),
             _ => None,
         }
     }

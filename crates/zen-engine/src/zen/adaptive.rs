@@ -59,9 +59,10 @@
 //!   read; their read-only transactions run under the protocol.
 //!
 //! DETECTING STAGE (per transaction, at every tuple access = safe point)
-//!   α  a read-write (not snapshot) transaction accessed more tuples than
-//!      α × its worker's Met-Cache region (entries of all its tables' shares):
-//!      it becomes privileged.
+//!   α  a read-write (not snapshot) transaction accessed tuples whose cache
+//!      entries take more than α × its worker's Met-Cache budget (bytes, all
+//!      tables), or half that and its region cannot supply an entry: it
+//!      becomes privileged.
 //!   β  free NVM pages < β × pool pages (checked every 256 accesses): the
 //!      running transaction with the most accessed tuples becomes privileged
 //!      (the others see they are not the largest and carry on).

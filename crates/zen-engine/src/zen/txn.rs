@@ -109,13 +109,15 @@ pub struct ZenWorker<'e, B: PmemBackend, P: Protocol> {
     explicit: Option<TxnOptions>,
     /// Zen+: the snapshot S of a read-only snapshot transaction (`adaptive.rs`).
     snapshot: Option<u64>,
-    /// Zen+: tuples accessed by the running attempt (α, β, γ).
+    /// Zen+: tuples accessed by the running attempt (β, γ).
     accessed: u64,
+    /// Zen+: Met-Cache bytes of the tuples accessed by the running attempt (α).
+    accessed_bytes: u64,
     /// Zen+: tuples accessed by this transaction's aborted attempts (γ).
     wasted: u64,
     /// Zen+: when this worker took G-EX, while its transaction is privileged.
     privileged: Option<std::time::Instant>,
-    /// Zen+: α in tuples for this worker, computed at begin.
+    /// Zen+: α in Met-Cache bytes for this worker, computed at begin.
     alpha_limit: u64,
     protocol: std::marker::PhantomData<P>,
 }
@@ -151,6 +153,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             explicit: None,
             snapshot: None,
             accessed: 0,
+            accessed_bytes: 0,
             wasted: 0,
             privileged: None,
             alpha_limit: u64::MAX,
@@ -483,7 +486,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         let t = self.table(table)?;
         Self::check_key(&t, key)?;
         Self::check_row(&t, out.len())?;
-        self.safe_point()?;
+        self.safe_point(&t)?;
         if self.snapshot.is_some() {
             return match t.lookup(key) {
                 Some(rid) => self.read_snapshot(&t, rid, out),
@@ -583,7 +586,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         let t = self.table(table)?;
         Self::check_key(&t, key)?;
         Self::check_row(&t, row.len())?;
-        self.safe_point()?;
+        self.safe_point(&t)?;
         self.check_access_limit()?;
         self.count_access(&t);
         let duplicate = || Error::DuplicateKey { table: t.schema.name.clone(), key };

@@ -190,11 +190,12 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// A safe point (every tuple access): abort if another worker is
     /// privileged; otherwise count the access and check α, β, γ.
     #[inline]
-    pub(super) fn safe_point(&mut self) -> Result<()> {
+    pub(super) fn safe_point(&mut self, t: &Table) -> Result<()> {
         if !self.adaptive_on() {
             return Ok(());
         }
         self.accessed += 1;
+        self.accessed_bytes += t.caches[self.id].entry_bytes() as u64;
         if self.exclusive_mine() {
             return Ok(());
         }
@@ -208,15 +209,20 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
 
     /// The Met-Cache region could not supply an entry. True when the
     /// transaction is privileged (now) and may read and write NVM directly:
-    /// a read-write transaction that fills its whole region has passed α
-    /// even if its access count has not (entries retired during a long
-    /// transaction wait for it to end, C4, so a region fills before α × its
-    /// share of accesses in a small cache).
+    /// a read-write transaction that has accessed at least half of α and
+    /// finds its whole region full has passed α even if its access count has
+    /// not (entries retired during a long transaction wait for it to end,
+    /// C4, so a region fills before α × its share of accesses in a small
+    /// cache). A shorter transaction that finds the region full because of
+    /// others is not the one to privilege: it aborts with `CacheFull`.
     pub(super) fn privileged_on_full(&mut self) -> Result<bool> {
         if self.exclusive_mine() {
             return Ok(true);
         }
-        if !self.adaptive_on() || self.snapshot.is_some() {
+        if !self.adaptive_on()
+            || self.snapshot.is_some()
+            || self.accessed_bytes <= self.alpha_limit / 2
+        {
             return Ok(false);
         }
         self.enter_exclusive(Trigger::Alpha)?;
@@ -226,7 +232,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// The detecting stage's three conditions for the running transaction.
     fn detect(&self) -> Option<Trigger> {
         let c = &self.s.config;
-        if self.snapshot.is_none() && self.accessed > self.alpha_limit {
+        if self.snapshot.is_none() && self.accessed_bytes > self.alpha_limit {
             return Some(Trigger::Alpha);
         }
         if self.wasted.saturating_add(self.accessed) > c.adaptive_gamma_tuples {
@@ -285,6 +291,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         }
         self.wasted = if committed || !retryable { 0 } else { self.wasted + self.accessed };
         self.accessed = 0;
+        self.accessed_bytes = 0;
         self.s.adaptive.accessed[self.id].store(0, Ordering::Relaxed);
         self.snapshot = None;
         if let Some(since) = self.privileged.take() {
@@ -294,10 +301,11 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         }
     }
 
-    /// The α threshold of this worker, in tuples (its tables' Met-Cache shares).
+    /// The α threshold of this worker in bytes of Met-Cache entries: α of
+    /// the worker's budget (its region of every table). A transaction's use
+    /// is the entry size of every tuple it accessed, so tables with small
+    /// and large rows count in one unit.
     pub(super) fn alpha_limit(&self) -> u64 {
-        let entries: u64 =
-            self.tables.iter().map(|t| u64::from(t.cache_limit.load(Ordering::Relaxed))).sum();
-        (self.s.config.adaptive_alpha * entries as f64) as u64
+        (self.s.config.adaptive_alpha * self.s.cache_budget_bytes as f64) as u64
     }
 }

@@ -72,7 +72,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         let mut row = vec![0u8; t.row_bytes];
         let mut visited = 0;
         for (key, rid) in t.index.range(low..=high) {
-            self.safe_point()?;
+            self.safe_point(t)?;
             if self.read_snapshot(t, rid, &mut row)? {
                 visited += 1;
                 if !f(key, &row) || visited >= limit {
@@ -85,7 +85,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
 
     /// Read one record met by a scan; true when it has a live row in `row`.
     fn visit(&mut self, t: &Table, key: u64, rid: u64, row: &mut [u8]) -> Result<bool> {
-        self.safe_point()?;
+        self.safe_point(t)?;
         self.count_access(t);
         if P::PARTITIONED {
             self.lock_partition(t, key)?;
@@ -173,7 +173,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             if out.len() >= limit {
                 break;
             }
-            self.safe_point()?;
+            self.safe_point(t)?;
             let Some(rid) = t.lookup(pk) else { continue };
             if self.read_snapshot(t, rid, &mut row)?
                 && t.secondary[index].key_of(&row).starts_with(prefix)

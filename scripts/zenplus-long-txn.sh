@@ -72,7 +72,7 @@ if [[ " $ONLY " == *" fig25 "* ]]; then
         update05) extra=(--long-txn update --long-txn-tuples $((REGION / 2)) --long-txn-every 2000) ;;
         update2) extra=(--long-txn update --long-txn-tuples $((2 * REGION)) --long-txn-every 2000) ;;
         esac
-        run "$OUT/fig25/$cell" --mix BA --theta 0.6 --duration 8s "${extra[@]}"
+        DURATION=8s run "$OUT/fig25/$cell" --mix BA --theta 0.6 "${extra[@]}"
     done
 fi
 

@@ -62,10 +62,7 @@
 //!   α  a read-write (not snapshot) transaction accessed tuples whose cache
 //!      entries take more than α × its worker's Met-Cache budget (bytes, all
 //!      tables), or half that and its region cannot supply an entry: it
-//!      becomes privileged. A smaller transaction whose region is full
-//!      (versions pinned by a long transaction) raises `cache_full`; then,
-//!      as for β, the running transaction with the most accessed tuples
-//!      becomes privileged at its next safe point.
+//!      becomes privileged.
 //!   β  free NVM pages < β × pool pages (checked every 256 accesses): the
 //!      running transaction with the most accessed tuples becomes privileged
 //!      (the others see they are not the largest and carry on).
@@ -103,7 +100,7 @@
 //!   through the Met-Cache and may still fail with `CacheFull`); eager
 //!   version pruning (Böttcher et al.), which the paper leaves for later.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
@@ -188,9 +185,6 @@ impl AdaptiveStats {
 pub struct Adaptive {
     /// G-EX: 0 when free, else the privileged worker's id + 1.
     pub exclusive: AtomicU64,
-    /// A transaction found its Met-Cache region full without qualifying for
-    /// α itself: the largest running transaction takes G-EX (α, region full).
-    pub cache_full: AtomicBool,
     /// Timestamp each worker drew after publishing itself active (R1, R2).
     pub begin_ts: Box<[CachePadded<AtomicU64>]>,
     /// Tuples accessed by each worker's running transaction (β's choice).
@@ -210,7 +204,6 @@ impl Adaptive {
             |v: u64| (0..regions).map(|_| CachePadded::new(AtomicU64::new(v))).collect();
         Adaptive {
             exclusive: AtomicU64::new(0),
-            cache_full: AtomicBool::new(false),
             begin_ts: per_worker(NO_BEGIN),
             accessed: per_worker(0),
             stage_switches: AtomicU64::new(0),
@@ -246,7 +239,6 @@ impl Adaptive {
             .compare_exchange(0, worker as u64 + 1, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok();
         if won {
-            self.cache_full.store(false, Ordering::Relaxed);
             self.stage_switches.fetch_add(1, Ordering::Relaxed);
             let i = Trigger::ALL.iter().position(|t| *t == trigger).expect("a trigger");
             self.privileged[i].fetch_add(1, Ordering::Relaxed);

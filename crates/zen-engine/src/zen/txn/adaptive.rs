@@ -219,12 +219,10 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         if self.exclusive_mine() {
             return Ok(true);
         }
-        if !self.adaptive_on() {
-            return Ok(false);
-        }
-        if self.snapshot.is_some() || self.accessed_bytes <= self.alpha_limit / 2 {
-            // Not this one: ask the largest running transaction to go.
-            self.s.adaptive.cache_full.store(true, Ordering::Relaxed);
+        if !self.adaptive_on()
+            || self.snapshot.is_some()
+            || self.accessed_bytes <= self.alpha_limit / 2
+        {
             return Ok(false);
         }
         self.enter_exclusive(Trigger::Alpha)?;
@@ -239,9 +237,6 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         }
         if self.wasted.saturating_add(self.accessed) > c.adaptive_gamma_tuples {
             return Some(Trigger::Gamma);
-        }
-        if self.s.adaptive.cache_full.load(Ordering::Relaxed) && self.largest_running() {
-            return Some(Trigger::Alpha);
         }
         if self.accessed.is_multiple_of(BETA_EVERY) {
             self.s.adaptive.accessed[self.id].store(self.accessed, Ordering::Relaxed);

@@ -108,6 +108,18 @@ pub struct EngineArgs {
     pub durability: String,
     #[command(flatten)]
     pub numa: crate::numa_args::NumaArgs,
+    /// Zen+ MVCC-based adaptive execution (read-only snapshots, detecting and exclusive stages): on (default) or off. Acts with --cc mvcc or hekaton.
+    #[arg(long, default_value = "on")]
+    pub adaptive: String,
+    /// Zen+ α: a read-write transaction using more than this share of its worker's Met-Cache region becomes privileged (default 0.95).
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    /// Zen+ β: when free NVM falls below this share of the pool, the largest running transaction becomes privileged (default 0.05).
+    #[arg(long)]
+    pub beta: Option<f64>,
+    /// Zen+ γ: a transaction whose retries wasted more tuple accesses than this becomes privileged (default 16000000).
+    #[arg(long)]
+    pub gamma: Option<u64>,
 }
 
 /// How the driver runs and reports.
@@ -160,6 +172,15 @@ pub struct WorkloadArgs {
     /// YCSB: requests per transaction (default 16 in paper mode, 1 for core workloads).
     #[arg(long)]
     pub requests: Option<usize>,
+    /// YCSB: worker 0 also runs long transactions: scan (read-only, from key 0) or update (the last --long-txn-tuples keys, disjoint from the others' keys). Zen+ Fig. 24-26.
+    #[arg(long)]
+    pub long_txn: Option<String>,
+    /// YCSB: tuples a long transaction scans or updates (default records / 10).
+    #[arg(long)]
+    pub long_txn_tuples: Option<u64>,
+    /// YCSB: normal transactions worker 0 runs between two long ones (default 1000).
+    #[arg(long)]
+    pub long_txn_every: Option<u64>,
     /// TPC-C: warehouses (default: one per thread).
     #[arg(long)]
     pub warehouses: Option<u64>,

@@ -46,6 +46,16 @@ pub fn banner(
     let default_note =
         if command == "bench" || command == "run" { " (benchmark default: lazy)" } else { "" };
     eprintln!("  durability    {}{default_note}", engine.durability.name());
+    if engine.engine == zen_engine::EngineKind::Zen {
+        let acts = if engine.cc.supports_snapshots() { "" } else { " (no effect with this cc)" };
+        eprintln!(
+            "  zen+ adaptive {} · α {} · β {} · γ {} tuples{acts}",
+            if engine.adaptive { "on" } else { "off" },
+            engine.adaptive_alpha,
+            engine.adaptive_beta,
+            engine.adaptive_gamma_tuples
+        );
+    }
     if let Some(d) = driver {
         let stop = match d.stop {
             Stop::Duration(t) => format!("{:.1} s", t.as_secs_f64()),

@@ -143,6 +143,12 @@ pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<Eng
         }
     };
     let pool = if pmem == BackendKind::Dram { None } else { request.pool };
+    let adaptive = match args.adaptive.as_str() {
+        "on" => true,
+        "off" => false,
+        other => return Err(bad("--adaptive", other, "on or off")),
+    };
+    let defaults = EngineConfig::default();
     let config = EngineConfig {
         engine: engine_kind(&args.engine)?,
         cc: cc_kind(&args.cc)?,
@@ -159,7 +165,11 @@ pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<Eng
         durability,
         create: request.create,
         numa: crate::numa_args::numa_config(&args.numa, request.threads)?,
-        ..EngineConfig::default()
+        adaptive,
+        adaptive_alpha: args.alpha.unwrap_or(defaults.adaptive_alpha),
+        adaptive_beta: args.beta.unwrap_or(defaults.adaptive_beta),
+        adaptive_gamma_tuples: args.gamma.unwrap_or(defaults.adaptive_gamma_tuples),
+        ..defaults.clone()
     };
     config.validate()?;
     Ok(config)

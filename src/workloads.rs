@@ -6,8 +6,8 @@
 //! once per type.
 
 use zen_workload::{
-    CoreWorkload, PaperMix, SmallBank, SmallBankConfig, SmallBankSpec, Tpcc, TpccConfig, TpccSpec,
-    Workload, WorkloadSpec, Ycsb, YcsbConfig, YcsbSpec,
+    CoreWorkload, LongKind, LongTxn, PaperMix, SmallBank, SmallBankConfig, SmallBankSpec, Tpcc,
+    TpccConfig, TpccSpec, Workload, WorkloadSpec, Ycsb, YcsbConfig, YcsbSpec,
 };
 
 use crate::cli::{WorkloadArgs, WorkloadKind};
@@ -41,6 +41,16 @@ impl AnyWorkload {
         with_workload!(self, |w| w.parameters())
     }
 
+    /// Tuples one transaction of the workload may touch beyond the engine's
+    /// default access-set limit (YCSB's long transactions), if any.
+    pub fn access_set_needed(&self) -> Option<usize> {
+        match self {
+            // A long update registers each tuple as one read and one write.
+            AnyWorkload::Ycsb(y) => y.config().long.map(|l| l.tuples as usize * 2 + 64),
+            _ => None,
+        }
+    }
+
     /// Rough bytes of the initial population, for the default pool size.
     pub fn estimated_data_bytes(&self) -> u64 {
         match self {
@@ -64,6 +74,9 @@ fn foreign_flags(kind: WorkloadKind, p: &WorkloadArgs) -> Vec<(&'static str, &'s
         ("-w/--core", p.core.is_some()),
         ("--scramble", p.scramble),
         ("--requests", p.requests.is_some()),
+        ("--long-txn", p.long_txn.is_some()),
+        ("--long-txn-tuples", p.long_txn_tuples.is_some()),
+        ("--long-txn-every", p.long_txn_every.is_some()),
     ];
     let tpcc = [
         ("--warehouses", p.warehouses.is_some()),
@@ -138,6 +151,19 @@ fn ycsb(spec: YcsbSpec, p: &WorkloadArgs) -> CliResult<AnyWorkload> {
     config.theta = p.theta.unwrap_or(config.theta);
     config.scramble = p.scramble;
     config.requests = p.requests.unwrap_or(config.requests);
+    config.long = match &p.long_txn {
+        Some(kind) => Some(LongTxn {
+            kind: LongKind::parse(kind)?,
+            tuples: p.long_txn_tuples.unwrap_or((spec.records / 10).max(1)),
+            every: p.long_txn_every.unwrap_or(1000),
+        }),
+        None if p.long_txn_tuples.is_some() || p.long_txn_every.is_some() => {
+            return Err(CliError::usage(
+                "--long-txn-tuples and --long-txn-every need --long-txn scan|update",
+            ));
+        }
+        None => None,
+    };
     Ok(AnyWorkload::Ycsb(Ycsb::new(config)?))
 }
 

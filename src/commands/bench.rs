@@ -41,7 +41,10 @@ pub fn bench(args: &BenchArgs) -> CliResult {
         threads: driver.threads,
         data_bytes: workload.estimated_data_bytes(),
     };
-    let engine_config = resolve::engine_config(&args.engine, request)?;
+    let mut engine_config = resolve::engine_config(&args.engine, request)?;
+    if let Some(needed) = workload.access_set_needed() {
+        engine_config.max_access_set = engine_config.max_access_set.max(needed);
+    }
     output::banner("bench", &engine_config, Some(&driver), &workload.parameters());
     let engine = zen_engine::open(&engine_config)?;
     if let Err(e) = commands::load(engine.as_ref(), &workload, driver.threads) {

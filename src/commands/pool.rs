@@ -125,6 +125,10 @@ fn pool_engine_config(p: &PoolArgs, command: &str) -> CliResult<EngineConfig> {
         dram_ratio: None,
         durability: "immediate".into(),
         numa: crate::numa_args::NumaArgs::default(),
+        adaptive: "on".into(),
+        alpha: None,
+        beta: None,
+        gamma: None,
     };
     let request =
         EngineRequest { pool: Some(p.pool.clone()), create: false, threads: 1, data_bytes: 0 };

@@ -316,6 +316,9 @@ pub struct EngineStatus {
     /// Entries the DRAM budget allows in use (for Zen: every table's share
     /// times the workers registered now).
     pub cache_entries_capacity: u64,
+    /// Zen+ adaptive execution counters, when it is on (`zen::adaptive`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<crate::zen::adaptive::AdaptiveStats>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -351,6 +354,11 @@ pub trait Engine: Send + Sync {
     }
     /// NUMA placement and local/remote access counts when NUMA is active.
     fn numa_stats(&self) -> Option<crate::numa::NumaStats> {
+        None
+    }
+    /// Zen+ adaptive-execution counters (cheap; `None` where it is off or
+    /// the engine has none).
+    fn adaptive_stats(&self) -> Option<crate::zen::adaptive::AdaptiveStats> {
         None
     }
     /// The report of the recovery that opened this engine, if it recovered.

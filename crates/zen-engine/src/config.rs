@@ -143,6 +143,12 @@ impl CcKind {
             CcKind::Hstore => "partition locks (H-Store): serializable; phantoms caught by re-scan",
         }
     }
+    /// Protocols that run Zen+ read-only snapshots and adaptive execution
+    /// (`Protocol::SNAPSHOT_READS`).
+    pub fn supports_snapshots(self) -> bool {
+        matches!(self, CcKind::Mvcc | CcKind::Hekaton)
+    }
+
     /// Two-phase locking protocols (at most 62 workers: one lock-word bit each).
     pub fn is_locking(self) -> bool {
         matches!(self, CcKind::NoWait | CcKind::WaitDie | CcKind::DlDetect)
@@ -274,6 +280,25 @@ pub struct EngineConfig {
     /// Zen+ NUMA placement, routing and accounting (`crate::numa`; default:
     /// the machine's real nodes, so off on a one-node machine).
     pub numa: crate::numa::NumaConfig,
+    /// Zen+ MVCC-based adaptive execution (Zen+ §4.1, `zen/adaptive.rs`):
+    /// read-only snapshots at the global minimum Tx-CTS − 1, the detecting
+    /// stage (α, β, γ) and the exclusive stage. Default on; it acts only with
+    /// the multi-version protocols that support it (`mvcc`, `hekaton`).
+    /// Costs: one flag load and one counter per tuple access.
+    pub adaptive: bool,
+    /// α: a read-write transaction that accesses more tuples than this share
+    /// of its worker's Met-Cache region becomes privileged (default 0.95).
+    /// Lower leaves more room for other transactions, but enters the
+    /// exclusive stage for smaller transactions.
+    pub adaptive_alpha: f64,
+    /// β: when free NVM pages fall below this share of the pool, the running
+    /// transaction with the most accessed tuples becomes privileged (default
+    /// 0.05). Higher triggers earlier (false alarms); lower risks running out.
+    pub adaptive_beta: f64,
+    /// γ: a transaction whose aborted attempts accessed more tuples than this
+    /// in total becomes privileged (default 16 million, ~10 s of NVM reads on
+    /// the paper's machine); bounds the work lost to retries.
+    pub adaptive_gamma_tuples: u64,
 }
 
 impl Default for EngineConfig {
@@ -302,6 +327,10 @@ impl Default for EngineConfig {
             group_commit_interval_us: 100,
             baseline_fault: None,
             numa: crate::numa::NumaConfig::default(),
+            adaptive: true,
+            adaptive_alpha: 0.95,
+            adaptive_beta: 0.05,
+            adaptive_gamma_tuples: 16_000_000,
         }
     }
 }
@@ -360,6 +389,28 @@ impl EngineConfig {
                 "--numa-nodes applies to --engine zen (Zen+), not --engine {}",
                 self.engine.name()
             ));
+        }
+        self.validate_adaptive()
+    }
+
+    /// α and β are shares in (0, 1]; γ is a positive tuple count.
+    fn validate_adaptive(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidConfig(m));
+        let share = |v: f64| v.is_finite() && v > 0.0 && v <= 1.0;
+        if !share(self.adaptive_alpha) {
+            return bad(format!(
+                "adaptive alpha {} must be a share of the cache region in (0, 1]",
+                self.adaptive_alpha
+            ));
+        }
+        if !share(self.adaptive_beta) {
+            return bad(format!(
+                "adaptive beta {} must be a share of the NVM pool in (0, 1]",
+                self.adaptive_beta
+            ));
+        }
+        if self.adaptive_gamma_tuples == 0 {
+            return bad("adaptive gamma must be at least 1 tuple".into());
         }
         Ok(())
     }

@@ -53,6 +53,7 @@ fn scenario(fault: Fault) -> Scenario<'static> {
             strict_budget: 64,
             paranoid_budget: 16,
             fault: None,
+            alpha: None,
         },
     };
     Scenario { fault: Some(fault), ..sc }

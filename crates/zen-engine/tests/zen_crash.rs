@@ -103,5 +103,6 @@ fn crash_with_two_workers() {
         strict_budget: 128,
         paranoid_budget: 32,
         fault: None,
+        alpha: None,
     });
 }

@@ -37,4 +37,4 @@ pub use report::{Report, ReportConfig, SCHEMA_VERSION};
 pub use smallbank::{SmallBank, SmallBankConfig, SmallBankSpec};
 pub use tpcc::{Tpcc, TpccConfig, TpccSpec};
 pub use workload::{CheckReport, Condition, Outcome, Violations, Workload};
-pub use ycsb::{CoreWorkload, PaperMix, Ycsb, YcsbConfig, YcsbMode, YcsbSpec};
+pub use ycsb::{CoreWorkload, LongKind, LongTxn, PaperMix, Ycsb, YcsbConfig, YcsbMode, YcsbSpec};

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
+use zen_engine::zen::adaptive::AdaptiveStats;
 use zen_engine::{AbortReason, EngineConfig, RecoveryReport};
 
 use crate::driver::{DriverConfig, IntervalSample, RunResult, Stop};
@@ -49,6 +50,11 @@ pub struct ReportConfig {
     pub pool_size_bytes: u64,
     pub cache_size_bytes: u64,
     pub dram_ratio: Option<f64>,
+    /// Zen+ adaptive execution and its thresholds (α, β shares; γ tuples).
+    pub adaptive: bool,
+    pub adaptive_alpha: f64,
+    pub adaptive_beta: f64,
+    pub adaptive_gamma_tuples: u64,
     pub threads: usize,
     pub seed: u64,
     pub warmup_s: f64,
@@ -89,6 +95,10 @@ impl ReportConfig {
             pool_size_bytes: engine.pool_size_bytes,
             cache_size_bytes: engine.cache_size_bytes,
             dram_ratio: engine.dram_ratio,
+            adaptive: engine.adaptive,
+            adaptive_alpha: engine.adaptive_alpha,
+            adaptive_beta: engine.adaptive_beta,
+            adaptive_gamma_tuples: engine.adaptive_gamma_tuples,
             threads: driver.threads,
             seed: driver.seed,
             warmup_s: driver.warmup.as_secs_f64(),
@@ -201,6 +211,10 @@ pub struct Report {
     /// Zen+ NUMA placement and local/remote accesses (NUMA-aware runs only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub numa: Option<NumaSummary>,
+    /// Zen+ adaptive execution over the measured interval (Zen with a
+    /// protocol that runs it, adaptive on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<AdaptiveStats>,
 }
 
 /// The NUMA part of a report: the measured interval's accesses and shares.
@@ -271,6 +285,7 @@ impl Report {
                 remote_write_fraction: run.measured.remote_write_fraction(),
                 run,
             }),
+            adaptive: run.adaptive,
         }
     }
 
@@ -280,7 +295,25 @@ impl Report {
         self.render_header(&mut out);
         self.render_types(&mut out);
         self.render_nvm(&mut out);
+        self.render_adaptive(&mut out);
         out
+    }
+
+    fn render_adaptive(&self, out: &mut String) {
+        let Some(a) = &self.adaptive else { return };
+        let _ = writeln!(
+            out,
+            "zen+ adaptive     {} exclusive stages (α {} · β {} · γ {}) · {:.1} ms exclusive · {} snapshots · nvm direct {} reads / {} writes · {} slots reclaimed by privileged",
+            group(a.stage_switches),
+            group(a.privileged_alpha),
+            group(a.privileged_beta),
+            group(a.privileged_gamma),
+            a.exclusive_us as f64 / 1000.0,
+            group(a.snapshot_txns),
+            group(a.nvm_direct_reads),
+            group(a.nvm_direct_writes),
+            group(a.exclusive_reclaimed_slots)
+        );
     }
 
     fn render_header(&self, out: &mut String) {
@@ -577,6 +610,7 @@ mod tests {
                 fences: 100,
                 ..Default::default()
             },
+            adaptive: None,
             timeseries: vec![IntervalSample {
                 elapsed_s: 1.0,
                 phase: "measure",

@@ -25,6 +25,16 @@
 //! read-modify-write. Keys are Zipfian, unscrambled unless `--scramble` asks
 //! for YCSB's FNV-scrambled Zipfian; the report always names the distribution.
 //!
+//! LONG-RUNNING TRANSACTIONS (`--long-txn scan|update`, Zen+ §5.5): worker 0
+//! (thread S of the paper) runs `--long-txn-every K` normal transactions,
+//! then one long transaction, and so on. A long scan reads
+//! `--long-txn-tuples N` rows from key 0 as a declared read-only transaction
+//! (a Zen+ snapshot); a long update rewrites the rows of the N keys `records −
+//! N .. records` (each row regenerated whole from a fresh seed), and every normal transaction draws its keys from `0 .. records −
+//! N`, so the two never conflict (as in §5.5: a conflicting short commit would
+//! otherwise abort the long transaction). Long transactions are reported as
+//! their own transaction types.
+//!
 //! UPDATES read the row with `get_for_update`, rewrite one field and `update`
 //! the row (the engine's API writes whole rows). INSERTS take the next key
 //! from a shared counter in `next`, so a retried insert reuses its key and
@@ -55,6 +65,42 @@ pub const PAPER_REQUESTS: usize = 16;
 pub const MAX_REQUESTS: usize = 64;
 /// Longest scan of workload E.
 pub const MAX_SCAN_ROWS: usize = 100;
+
+/// What a long-running transaction does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LongKind {
+    /// Read-only scan of the first N keys.
+    Scan,
+    /// Update of the last N keys (disjoint from the normal transactions').
+    Update,
+}
+
+impl LongKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LongKind::Scan => "scan",
+            LongKind::Update => "update",
+        }
+    }
+    pub fn parse(s: &str) -> Result<LongKind> {
+        match s {
+            "scan" => Ok(LongKind::Scan),
+            "update" => Ok(LongKind::Update),
+            _ => Err(Error::invalid("long transaction", s, "scan or update")),
+        }
+    }
+}
+
+/// Worker 0's long-running transactions (Zen+ Fig. 24–26).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LongTxn {
+    pub kind: LongKind,
+    /// Tuples a long transaction scans or updates.
+    pub tuples: u64,
+    /// Normal transactions worker 0 runs between two long ones.
+    pub every: u64,
+}
 
 /// The population: stored in the pool by `load`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -175,6 +221,9 @@ pub enum OpKind {
 
 const CORE_TYPES: &[&str] = &["read", "update", "insert", "scan", "read_modify_write"];
 const PAPER_TYPES: &[&str] = &["read_only", "read_write"];
+const CORE_TYPES_LONG: &[&str] =
+    &["read", "update", "insert", "scan", "read_modify_write", "long_scan", "long_update"];
+const PAPER_TYPES_LONG: &[&str] = &["read_only", "read_write", "long_scan", "long_update"];
 
 /// Everything that defines a YCSB run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -187,6 +236,8 @@ pub struct YcsbConfig {
     pub scramble: bool,
     /// Requests per transaction (16 in paper mode, 1 for core workloads).
     pub requests: usize,
+    /// Long-running transactions of worker 0 (none by default).
+    pub long: Option<LongTxn>,
 }
 
 impl YcsbConfig {
@@ -198,6 +249,7 @@ impl YcsbConfig {
             theta,
             scramble: false,
             requests: PAPER_REQUESTS,
+            long: None,
         }
     }
 
@@ -209,6 +261,7 @@ impl YcsbConfig {
             theta: 0.99,
             scramble: false,
             requests: 1,
+            long: None,
         }
     }
 
@@ -227,7 +280,36 @@ impl YcsbConfig {
                 format!("at least the {} distinct keys a transaction requests", self.requests),
             ));
         }
-        Zipf::validate(records, self.theta)
+        if let Some(long) = self.long {
+            if !(1..=records).contains(&long.tuples) {
+                return Err(Error::invalid("long transaction tuples", long.tuples, "1..=records"));
+            }
+            if long.every == 0 {
+                return Err(Error::invalid("long transaction every", 0, "at least 1"));
+            }
+            if self.normal_records() < self.requests as u64 {
+                return Err(Error::invalid(
+                    "long transaction tuples",
+                    long.tuples,
+                    format!(
+                        "at most records − {} so that normal transactions keep disjoint keys",
+                        self.requests
+                    ),
+                ));
+            }
+        }
+        Zipf::validate(self.normal_records(), self.theta)
+    }
+
+    /// Keys normal transactions draw from: all of them, except the range a
+    /// long update owns.
+    pub fn normal_records(&self) -> u64 {
+        match self.long {
+            Some(LongTxn { kind: LongKind::Update, tuples, .. }) => {
+                self.spec.records.saturating_sub(tuples)
+            }
+            _ => self.spec.records,
+        }
     }
 
     /// The key distribution in words, for banners and reports.
@@ -266,6 +348,8 @@ pub struct YcsbRequest {
     len: usize,
     txn_type: usize,
     read_only: bool,
+    /// A long-running transaction (worker 0) with its update seed.
+    long: Option<(LongKind, u64)>,
 }
 
 impl YcsbRequest {
@@ -304,12 +388,16 @@ pub struct YcsbLocal {
     table: TableId,
     row: Vec<u8>,
     latest: Option<Latest>,
+    /// Worker 0 issues the long transactions.
+    worker: usize,
+    /// Transactions this worker has drawn.
+    issued: u64,
 }
 
 impl Ycsb {
     pub fn new(config: YcsbConfig) -> Result<Ycsb> {
         config.validate()?;
-        let records = config.spec.records;
+        let records = config.normal_records();
         let keys = if config.scramble {
             KeyChooser::Scrambled(ScrambledZipf::new(records, config.theta)?)
         } else {
@@ -433,6 +521,34 @@ impl Ycsb {
         Ok(())
     }
 
+    /// Run worker 0's long transaction.
+    fn execute_long(
+        &self,
+        local: &mut YcsbLocal,
+        tx: &mut dyn Transaction,
+        kind: LongKind,
+        seed: u64,
+    ) -> zen_engine::Result<()> {
+        let long = self.config.long.expect("long requests only when configured");
+        let table = local.table;
+        match kind {
+            LongKind::Scan => {
+                let rows = usize::try_from(long.tuples).unwrap_or(usize::MAX);
+                tx.scan(table, 0..=MAX_KEY, rows, &mut |_, _| true)?;
+            }
+            LongKind::Update => {
+                // Whole rows regenerated from the seed (every field stays
+                // self-describing), so each tuple is accessed once.
+                let records = self.config.spec.records;
+                for key in records - long.tuples..records {
+                    fill_row(&mut local.row, key, seed ^ key);
+                    tx.update(table, key, &local.row)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn load_part(
         &self,
         loader: &mut meta::Loader<'_>,
@@ -510,9 +626,11 @@ impl Workload for Ycsb {
     }
 
     fn txn_types(&self) -> &'static [&'static str] {
-        match self.config.mode {
-            YcsbMode::Paper { .. } => PAPER_TYPES,
-            YcsbMode::Core(_) => CORE_TYPES,
+        match (self.config.mode, self.config.long.is_some()) {
+            (YcsbMode::Paper { .. }, false) => PAPER_TYPES,
+            (YcsbMode::Core(_), false) => CORE_TYPES,
+            (YcsbMode::Paper { .. }, true) => PAPER_TYPES_LONG,
+            (YcsbMode::Core(_), true) => CORE_TYPES_LONG,
         }
     }
 
@@ -536,6 +654,7 @@ impl Workload for Ycsb {
             "theta": c.theta,
             "scrambled": c.scramble,
             "key_distribution": c.key_distribution(),
+            "long_txn": c.long,
             "fields": FIELDS,
             "field_bytes": FIELD_BYTES,
         })
@@ -567,14 +686,20 @@ impl Workload for Ycsb {
         Ok(())
     }
 
-    fn local(&self, engine: &dyn Engine, _worker: usize, _workers: usize) -> Result<YcsbLocal> {
+    fn local(&self, engine: &dyn Engine, worker: usize, _workers: usize) -> Result<YcsbLocal> {
         let latest = match self.config.mode {
             YcsbMode::Core(CoreWorkload::D) => {
                 Some(Latest::new(self.config.spec.records, self.config.theta)?)
             }
             _ => None,
         };
-        Ok(YcsbLocal { table: meta::table(engine, TABLE)?, row: vec![0u8; ROW_BYTES], latest })
+        Ok(YcsbLocal {
+            table: meta::table(engine, TABLE)?,
+            row: vec![0u8; ROW_BYTES],
+            latest,
+            worker,
+            issued: 0,
+        })
     }
 
     fn next(&self, local: &mut YcsbLocal, rng: &mut SmallRng) -> YcsbRequest {
@@ -583,7 +708,20 @@ impl Workload for Ycsb {
             len: self.config.requests,
             txn_type: 0,
             read_only: true,
+            long: None,
         };
+        local.issued += 1;
+        if let Some(long) = self.config.long
+            && local.worker == 0
+            && local.issued.is_multiple_of(long.every + 1)
+        {
+            let base = self.txn_types().len() - 2;
+            request.len = 0;
+            request.read_only = long.kind == LongKind::Scan;
+            request.txn_type = base + usize::from(long.kind == LongKind::Update);
+            request.long = Some((long.kind, rng.random()));
+            return request;
+        }
         match self.config.mode {
             YcsbMode::Paper { mix } => self.next_paper(mix, rng, &mut request),
             YcsbMode::Core(workload) => {
@@ -612,6 +750,9 @@ impl Workload for Ycsb {
         tx: &mut dyn Transaction,
         request: &YcsbRequest,
     ) -> zen_engine::Result<()> {
+        if let Some((kind, seed)) = request.long {
+            return self.execute_long(local, tx, kind, seed);
+        }
         for op in request.ops() {
             Self::execute_op(local, tx, *op)?;
         }
@@ -688,7 +829,13 @@ mod tests {
     #[test]
     fn paper_mode_requests_have_distinct_keys_and_the_mix_ratio() {
         let ycsb = Ycsb::new(YcsbConfig::paper(100, PaperMix::BA, 0.99)).unwrap();
-        let mut local = YcsbLocal { table: TableId(0), row: vec![0; ROW_BYTES], latest: None };
+        let mut local = YcsbLocal {
+            table: TableId(0),
+            row: vec![0; ROW_BYTES],
+            latest: None,
+            worker: 1,
+            issued: 0,
+        };
         let mut rng = SmallRng::seed_from_u64(1);
         let (mut reads, mut total) = (0, 0);
         for _ in 0..2000 {
@@ -708,11 +855,56 @@ mod tests {
     #[test]
     fn read_only_mix_declares_read_only_transactions() {
         let ycsb = Ycsb::new(YcsbConfig::paper(1000, PaperMix::RO, 0.6)).unwrap();
-        let mut local = YcsbLocal { table: TableId(0), row: vec![0; ROW_BYTES], latest: None };
+        let mut local = YcsbLocal {
+            table: TableId(0),
+            row: vec![0; ROW_BYTES],
+            latest: None,
+            worker: 1,
+            issued: 0,
+        };
         let mut rng = SmallRng::seed_from_u64(2);
         let request = ycsb.next(&mut local, &mut rng);
         assert!(ycsb.options(&request).read_only);
         assert_eq!(ycsb.txn_types()[ycsb.txn_type(&request)], "read_only");
+    }
+
+    #[test]
+    fn worker_zero_runs_a_long_update_every_k_and_the_others_keep_off_its_keys() {
+        let mut config = YcsbConfig::paper(1000, PaperMix::WH, 0.0);
+        config.long = Some(LongTxn { kind: LongKind::Update, tuples: 200, every: 3 });
+        let ycsb = Ycsb::new(config).unwrap();
+        let local = |worker| YcsbLocal {
+            table: TableId(0),
+            row: vec![0; ROW_BYTES],
+            latest: None,
+            worker,
+            issued: 0,
+        };
+        let (mut s, mut other) = (local(0), local(1));
+        let mut rng = SmallRng::seed_from_u64(4);
+        let types: Vec<&str> =
+            (0..8).map(|_| ycsb.txn_types()[ycsb.txn_type(&ycsb.next(&mut s, &mut rng))]).collect();
+        assert_eq!(types.iter().filter(|t| **t == "long_update").count(), 2, "{types:?}");
+        assert_eq!(types[3], "long_update");
+        for _ in 0..500 {
+            let request = ycsb.next(&mut other, &mut rng);
+            assert!(request.long.is_none());
+            assert!(request.ops().iter().filter_map(op_key).all(|k| k < 800));
+        }
+    }
+
+    #[test]
+    fn long_transactions_are_validated() {
+        let long = |kind, tuples, every| {
+            let mut c = YcsbConfig::paper(100, PaperMix::RH, 0.6);
+            c.long = Some(LongTxn { kind, tuples, every });
+            c.validate().unwrap_err().to_string()
+        };
+        assert!(long(LongKind::Scan, 0, 5).contains("tuples"));
+        assert!(long(LongKind::Scan, 101, 5).contains("tuples"));
+        assert!(long(LongKind::Update, 90, 5).contains("disjoint"));
+        assert!(long(LongKind::Scan, 10, 0).contains("every"));
+        assert!(LongKind::parse("delete").unwrap_err().to_string().contains("scan or update"));
     }
 
     #[test]
@@ -729,6 +921,8 @@ mod tests {
             table: TableId(0),
             row: vec![0; ROW_BYTES],
             latest: Some(Latest::new(1000, 0.99).unwrap()),
+            worker: 1,
+            issued: 0,
         };
         let mut rng = SmallRng::seed_from_u64(3);
         let inserts: Vec<u64> = (0..2000)

@@ -22,6 +22,9 @@
 //! WHAT IT DOES NOT DO
 //!   Best-effort inlining is moot here (every Met-Cache entry holds its row
 //!   inline); no contention regulation or adaptive backoff beyond `run`'s.
+//!   No Zen+ read-only snapshots or adaptive execution (`zen/adaptive.rs`):
+//!   the per-worker clocks may lag the shared clock, so the global minimum
+//!   − 1 does not bound what a running transaction may still commit.
 
 use super::Protocol;
 use super::mvcc::timestamp_order;

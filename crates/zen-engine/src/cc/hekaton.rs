@@ -22,6 +22,9 @@
 //! WHAT IT DOES NOT DO
 //!   Speculative reads of uncommitted versions and commit dependencies:
 //!   versions become visible only when installed after persisting.
+//!   Zen+ read-only snapshots (global minimum − 1) are the engine's, in
+//!   `zen/adaptive.rs`; they apply here because Tx-CTSs come from the
+//!   shared clock.
 
 use super::Protocol;
 use super::silo;
@@ -34,6 +37,7 @@ pub struct Hekaton;
 impl Protocol for Hekaton {
     const KIND: CcKind = CcKind::Hekaton;
     const MULTI_VERSION: bool = true;
+    const SNAPSHOT_READS: bool = true;
     const MV_VALIDATION: bool = true;
 
     fn begin_ts(clock: &Clock, _worker: usize, _local: &mut u64) -> Option<u64> {

@@ -52,6 +52,10 @@ pub trait Protocol: Send + Sync + 'static {
     /// Versions are chained in the Met-Cache; reads see the snapshot of the
     /// transaction's read timestamp.
     const MULTI_VERSION: bool = false;
+    /// Zen+ read-only snapshots at the global minimum − 1 (`zen::adaptive`)
+    /// and the adaptive execution built on them: multi-version protocols
+    /// whose timestamps come from the shared clock.
+    const SNAPSHOT_READS: bool = false;
     /// Multi-version timestamp ordering: the Tx-CTS is fixed at begin, reads
     /// raise the newest version's read timestamp, no read validation.
     const TIMESTAMP_ORDERING: bool = false;

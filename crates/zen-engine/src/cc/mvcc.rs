@@ -41,8 +41,8 @@
 //!   re-scan as Silo (conservative: any new record in the range aborts).
 //!
 //! WHAT IT DOES NOT DO
-//!   No read-only snapshot at the global minimum (Zen+ §4.1 adds that), no
-//!   version inlining or Cicada's optimisations (separate protocols).
+//!   Read-only snapshots at the global minimum − 1 are Zen+'s (§4.1), in
+//!   `zen/adaptive.rs`, not this protocol's; no version inlining or Cicada's optimisations (separate protocols).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -57,6 +57,7 @@ pub struct Mvcc;
 impl Protocol for Mvcc {
     const KIND: CcKind = CcKind::Mvcc;
     const MULTI_VERSION: bool = true;
+    const SNAPSHOT_READS: bool = true;
     const TIMESTAMP_ORDERING: bool = true;
 
     fn begin_ts(clock: &Clock, worker: usize, _local: &mut u64) -> Option<u64> {

@@ -17,6 +17,7 @@
 //! `table` (indexes, location words), `txn` (transactions and commit),
 //! `recovery` (Alg. 2), this file (engine, workers, GC watermark).
 
+pub mod adaptive;
 pub mod cache;
 pub mod cache_plan;
 pub mod numa;
@@ -54,6 +55,8 @@ pub struct Shared<B: PmemBackend> {
     /// Regions per table (= most workers, including workers found in the pool).
     pub regions: usize,
     workers_in_use: Mutex<Vec<bool>>,
+    /// How many of `workers_in_use` are set (read per transaction by α).
+    registered: AtomicU64,
     /// Begin timestamp of each worker's running transaction, `u64::MAX` if idle.
     pub active_ts: Box<[CachePadded<AtomicU64>]>,
     /// Largest Tx-CTS of each worker known to be durable.
@@ -82,6 +85,8 @@ pub struct Shared<B: PmemBackend> {
     pub validation: Mutex<()>,
     /// Zen+ NUMA runtime (`None` on one node: nothing placed or counted).
     pub numa: Option<crate::numa::Numa>,
+    /// Zen+ adaptive execution: G-EX, begin timestamps, counters (`adaptive.rs`).
+    pub adaptive: adaptive::Adaptive,
 }
 
 /// The Zen engine on backend `B` with concurrency-control protocol `P`.
@@ -180,6 +185,7 @@ impl<B: PmemBackend> Shared<B> {
             clock,
             regions,
             workers_in_use: Mutex::new(vec![false; config.max_workers.min(regions)]),
+            registered: AtomicU64::new(0),
             active_ts: per_worker(u64::MAX),
             durable_cts: per_worker(0),
             floors: (0..regions).map(|_| AtomicU64::new(0)).collect(),
@@ -197,6 +203,7 @@ impl<B: PmemBackend> Shared<B> {
             tictoc_high: AtomicU64::new(0),
             validation: Mutex::new(()),
             numa: crate::numa::Numa::new(&config.numa, regions.max(config.max_workers)),
+            adaptive: adaptive::Adaptive::new(regions),
         }
     }
 
@@ -214,7 +221,7 @@ impl<B: PmemBackend> Shared<B> {
     /// Workers registered now (at least 1): the Met-Cache budget is split
     /// between them.
     pub fn registered_workers(&self) -> u64 {
-        self.workers_in_use.lock().iter().filter(|u| **u).count().max(1) as u64
+        self.registered.load(Ordering::Relaxed).max(1)
     }
 
     /// One registered worker's part of the Met-Cache budget, in bytes.
@@ -385,6 +392,7 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
         let mut used = s.workers_in_use.lock();
         let id = used.iter().position(|u| !u).ok_or(Error::TooManyWorkers { max: used.len() })?;
         used[id] = true;
+        s.registered.fetch_add(1, Ordering::Relaxed);
         drop(used);
         s.rebalance_cache();
         Ok(Box::new(txn::ZenWorker::<B, P>::new(s, id)))
@@ -403,6 +411,7 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
             free_pages: s.pool.free_page_count(),
             page_count: s.pool.page_count(),
             gc_reclaimed_slots: s.gc_reclaimed.load(Ordering::Relaxed),
+            adaptive: self.adaptive_stats(),
             ..Default::default()
         };
         let registered = s.registered_workers();
@@ -434,6 +443,11 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
         self.shared.numa_stats()
     }
 
+    fn adaptive_stats(&self) -> Option<adaptive::AdaptiveStats> {
+        let s = &self.shared;
+        (s.config.adaptive && P::SNAPSHOT_READS).then(|| s.adaptive.stats())
+    }
+
     fn recovery_report(&self) -> Option<RecoveryReport> {
         self.shared.recovery.clone()
     }
@@ -460,7 +474,11 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
 
 impl<B: PmemBackend> Shared<B> {
     pub(crate) fn release_worker(&self, id: usize) {
-        self.workers_in_use.lock()[id] = false;
+        let mut used = self.workers_in_use.lock();
+        if std::mem::replace(&mut used[id], false) {
+            self.registered.fetch_sub(1, Ordering::Relaxed);
+        }
+        drop(used);
         self.rebalance_cache();
     }
 }

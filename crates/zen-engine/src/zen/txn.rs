@@ -109,6 +109,18 @@ pub struct ZenWorker<'e, B: PmemBackend, P: Protocol> {
     kept_priority: Option<u64>,
     /// The options of the explicit transaction open on this worker, if any.
     explicit: Option<TxnOptions>,
+    /// Zen+: the snapshot S of a read-only snapshot transaction (`adaptive.rs`).
+    snapshot: Option<u64>,
+    /// Zen+: tuples accessed by the running attempt (β, γ).
+    accessed: u64,
+    /// Zen+: Met-Cache bytes of the tuples accessed by the running attempt (α).
+    accessed_bytes: u64,
+    /// Zen+: tuples accessed by this transaction's aborted attempts (γ).
+    wasted: u64,
+    /// Zen+: when this worker took G-EX, while its transaction is privileged.
+    privileged: Option<std::time::Instant>,
+    /// Zen+: α in Met-Cache bytes for this worker, computed at begin.
+    alpha_limit: u64,
     protocol: std::marker::PhantomData<P>,
 }
 
@@ -142,6 +154,12 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             last_wts: 0,
             kept_priority: None,
             explicit: None,
+            snapshot: None,
+            accessed: 0,
+            accessed_bytes: 0,
+            wasted: 0,
+            privileged: None,
+            alpha_limit: u64::MAX,
             protocol: std::marker::PhantomData,
         }
     }
@@ -150,16 +168,28 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         self.tables.get(table.0 as usize).cloned().ok_or(Error::UnknownTableId(table.0))
     }
 
-    fn begin(&mut self) {
+    /// Begin a transaction; a declared read-only one runs on a snapshot when
+    /// adaptive execution is on. Fails only with `Exclusive` (Zen+ stage).
+    fn begin(&mut self, read_only: bool) -> Result<()> {
         let version = self.s.tables_version.load(Ordering::Acquire);
         if version != self.tables_version {
             self.tables = self.s.tables();
             self.tables_version = version;
         }
+        if self.adaptive_on() {
+            self.wait_exclusive_free()?;
+            if read_only {
+                return self.begin_snapshot();
+            }
+            self.alpha_limit = self.alpha_limit();
+        }
         // Publish before drawing the timestamp: the watermark computation reads
         // the clock before the active words (SeqCst), so it never passes us.
         let published = self.s.clock.now();
         self.s.active_ts[self.id].store(published, Ordering::SeqCst);
+        if self.adaptive_on() {
+            self.check_exclusive()?;
+        }
         self.txn_ts = P::begin_ts(&self.s.clock, self.id, &mut self.local_clock);
         // A begin timestamp strictly above everything retired before it (C4):
         // the clock ticks even when nothing commits, so retired entries and
@@ -172,7 +202,11 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             let priority = self.kept_priority.take().unwrap_or(self.begin_ts);
             self.s.lock_priority[self.id].store(priority, Ordering::Release);
         }
+        if P::SNAPSHOT_READS {
+            self.s.adaptive.begin_ts[self.id].store(self.begin_ts, Ordering::SeqCst);
+        }
         self.watermark = self.s.watermark();
+        Ok(())
     }
 
     fn end(&mut self) {
@@ -183,6 +217,10 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         self.scans.clear();
         self.scan_rids.clear();
         self.just_cached = false;
+        if P::SNAPSHOT_READS {
+            let begin = &self.s.adaptive.begin_ts[self.id];
+            begin.store(super::adaptive::NO_BEGIN, Ordering::SeqCst);
+        }
         self.s.active_ts[self.id].store(u64::MAX, Ordering::Release);
     }
 
@@ -404,6 +442,14 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         }
     }
 
+    /// A snapshot transaction is read-only by declaration.
+    fn refuse_snapshot_write(&self) -> Result<()> {
+        if self.snapshot.is_some() {
+            return Err(Error::Unsupported("a read-only transaction wrote".into()));
+        }
+        Ok(())
+    }
+
     fn find_write(&self, table: u32, rid: u64) -> Option<usize> {
         self.writes.iter().position(|w| w.table == table && w.rid == rid)
     }
@@ -461,6 +507,13 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         let t = self.table(table)?;
         Self::check_key(&t, key)?;
         Self::check_row(&t, out.len())?;
+        self.safe_point(&t)?;
+        if self.snapshot.is_some() {
+            return match t.lookup(key) {
+                Some(rid) => self.read_snapshot(&t, rid, out),
+                None => Ok(false),
+            };
+        }
         self.check_access_limit()?;
         self.count_access(&t);
         if P::PARTITIONED {
@@ -506,6 +559,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
     }
 
     fn update_or_delete(&mut self, table: TableId, key: u64, row: Option<&[u8]>) -> Result<()> {
+        self.refuse_snapshot_write()?;
         let t = self.table(table)?;
         Self::check_key(&t, key)?;
         if let Some(r) = row {
@@ -549,9 +603,11 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
     }
 
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        self.refuse_snapshot_write()?;
         let t = self.table(table)?;
         Self::check_key(&t, key)?;
         Self::check_row(&t, row.len())?;
+        self.safe_point(&t)?;
         self.check_access_limit()?;
         self.count_access(&t);
         let duplicate = || Error::DuplicateKey { table: t.schema.name.clone(), key };
@@ -673,6 +729,7 @@ pub fn count_live(t: &Table) -> u64 {
     rows
 }
 
+mod adaptive;
 mod commit;
 mod locking;
 mod scan;

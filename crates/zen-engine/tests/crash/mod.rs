@@ -102,9 +102,15 @@ pub fn recover<P: Protocol>(
     backend: SimBackend,
     fault: Option<zen_engine::Fault>,
 ) -> Result<ZenEngine<SimBackend, P>, String> {
+    recover_with::<P>(backend, &config::<P>(fault))
+}
+
+pub fn recover_with<P: Protocol>(
+    backend: SimBackend,
+    config: &EngineConfig,
+) -> Result<ZenEngine<SimBackend, P>, String> {
     let pool = Pool::open_on(backend).map_err(|e| format!("pool open: {e}"))?;
-    ZenEngine::<SimBackend, P>::open_on(pool, &config::<P>(fault))
-        .map_err(|e| format!("recovery: {e}"))
+    ZenEngine::<SimBackend, P>::open_on(pool, config).map_err(|e| format!("recovery: {e}"))
 }
 
 /// A crash campaign: per worker (one thread each), its transactions.
@@ -118,6 +124,9 @@ pub struct Scenario<'a> {
     pub paranoid_budget: u64,
     /// An injected bug (bug-injection suite), `None` for real campaigns.
     pub fault: Option<zen_engine::Fault>,
+    /// Zen+ α for the recorded run (a tiny α makes every read-write
+    /// transaction privileged: the whole run is exclusive stages).
+    pub alpha: Option<f64>,
 }
 
 impl<'a> Scenario<'a> {
@@ -130,6 +139,7 @@ impl<'a> Scenario<'a> {
             strict_budget: 256,
             paranoid_budget: 64,
             fault: None,
+            alpha: None,
         }
     }
 }
@@ -153,7 +163,11 @@ pub fn record<P: Protocol>(
     sc: &Scenario,
 ) -> Result<(zen_pmem::sim::Trace, Vec<WorkerModel>), String> {
     let (backend, mut initial) = loaded_backend::<P>();
-    let engine = recover::<P>(backend, sc.fault).unwrap();
+    let mut tuned = config::<P>(sc.fault);
+    if let Some(alpha) = sc.alpha {
+        tuned.adaptive_alpha = alpha;
+    }
+    let engine = recover_with::<P>(backend, &tuned).unwrap();
     let ids: Vec<usize> = {
         let e: &dyn Engine = &engine;
         {
@@ -202,6 +216,13 @@ pub fn record<P: Protocol>(
             model
         })
         .collect();
+    if sc.alpha.is_some() {
+        let e: &dyn Engine = &engine;
+        let switches = e.status().adaptive.map_or(0, |a| a.stage_switches);
+        if switches == 0 {
+            return Err(format!("{}: no exclusive stage ran", sc.name));
+        }
+    }
     let pool = engine.into_pool().unwrap();
     let trace = pool.backend().trace();
     pool.abandon();

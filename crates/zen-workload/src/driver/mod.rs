@@ -42,6 +42,7 @@ use crossbeam_utils::CachePadded;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::Serialize;
+use zen_engine::zen::adaptive::AdaptiveStats;
 use zen_engine::{AbortReason, CacheStats, Engine, EngineWorker};
 use zen_pmem::CounterSnapshot;
 
@@ -140,6 +141,12 @@ pub struct IntervalSample {
     pub nvm_write_gb_per_s: f64,
     pub flushes_per_txn: f64,
     pub fences_per_txn: f64,
+    /// Zen+: switches to the exclusive stage during the interval.
+    pub stage_switches: u64,
+    /// Zen+: exclusive stages that ended during the interval, in ms.
+    pub exclusive_ms: f64,
+    /// Zen+: a privileged transaction ran alone when the interval closed.
+    pub exclusive_now: bool,
 }
 
 /// What a run measured, before it is turned into a report.
@@ -154,6 +161,8 @@ pub struct RunResult {
     pub stats: WorkerStats,
     /// Engine NVM counters over the measured interval.
     pub nvm: CounterSnapshot,
+    /// Zen+ adaptive-execution counters over the measured interval.
+    pub adaptive: Option<AdaptiveStats>,
     pub timeseries: Vec<IntervalSample>,
     /// NUMA placement and accesses when the engine runs NUMA-aware.
     pub numa: Option<NumaRun>,
@@ -241,6 +250,7 @@ pub fn run_benchmark<W: Workload>(
                 .map(|(t, c)| (t.to_string(), c.to_string()))
                 .collect(),
         });
+        let adaptive = engine.adaptive_stats().zip(timing.adaptive_start).map(|(a, b)| a.since(&b));
         // A transaction budget ends when the last worker finishes its share.
         let end = match config.stop {
             Stop::Transactions(_) => merged.finished_at.unwrap_or(timing.end),
@@ -254,6 +264,7 @@ pub fn run_benchmark<W: Workload>(
             measured_s: end.saturating_duration_since(timing.measure_start).as_secs_f64().max(1e-9),
             stats: merged,
             nvm,
+            adaptive,
             timeseries: timing.samples,
             numa,
         })
@@ -267,6 +278,7 @@ struct Timing {
     end: Instant,
     nvm_start: CounterSnapshot,
     numa_start: NumaCounters,
+    adaptive_start: Option<AdaptiveStats>,
     samples: Vec<IntervalSample>,
 }
 
@@ -284,6 +296,7 @@ fn coordinate<T>(
     let mut nvm_start = engine.pmem_counters();
     let numa_total = || engine.numa_stats().map(|s| s.total).unwrap_or_default();
     let mut numa_start = numa_total();
+    let mut adaptive_start = engine.adaptive_stats();
     let tick = Duration::from_millis(20).min(config.interval);
     loop {
         std::thread::sleep(tick);
@@ -298,6 +311,7 @@ fn coordinate<T>(
             engine.rebalance_cache();
             nvm_start = engine.pmem_counters();
             numa_start = numa_total();
+            adaptive_start = engine.adaptive_stats();
             shared.phase.store(MEASURE, Ordering::Release);
             measure_start = Some(now);
         }
@@ -321,6 +335,7 @@ fn coordinate<T>(
                 end,
                 nvm_start,
                 numa_start,
+                adaptive_start,
                 samples: sampler.samples,
             };
         }
@@ -339,6 +354,7 @@ struct Sampler {
     totals: [u64; 3],
     latency: Vec<u64>,
     nvm: CounterSnapshot,
+    adaptive: Option<AdaptiveStats>,
     samples: Vec<IntervalSample>,
 }
 
@@ -350,6 +366,7 @@ impl Sampler {
             totals: [0; 3],
             latency: vec![0; live::BUCKETS],
             nvm: engine.pmem_counters(),
+            adaptive: engine.adaptive_stats(),
             samples: Vec::new(),
         };
         s.read(shared);
@@ -390,6 +407,12 @@ impl Sampler {
         let nvm_now = engine.pmem_counters();
         let nvm = nvm_now.since(&self.nvm);
         self.nvm = nvm_now;
+        let adaptive_now = engine.adaptive_stats();
+        let adaptive = match (&adaptive_now, &self.adaptive) {
+            (Some(now), Some(before)) => now.since(before),
+            _ => AdaptiveStats::default(),
+        };
+        self.adaptive = adaptive_now;
         let attempts = (commits + cc_aborts + user_aborts).max(1) as f64;
         let per_txn = |v: u64| if commits == 0 { 0.0 } else { v as f64 / commits as f64 };
         let sample = IntervalSample {
@@ -407,6 +430,9 @@ impl Sampler {
             nvm_write_gb_per_s: nvm.bytes_written as f64 / interval_s / 1e9,
             flushes_per_txn: per_txn(nvm.lines_flushed),
             fences_per_txn: per_txn(nvm.fences),
+            stage_switches: adaptive.stage_switches,
+            exclusive_ms: adaptive.exclusive_us as f64 / 1000.0,
+            exclusive_now: adaptive.exclusive_now,
         };
         self.samples.push(sample.clone());
         Some(sample)

@@ -18,6 +18,15 @@ use crate::zen::table::Table;
 
 impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     fn commit(&mut self) -> Result<CommitInfo> {
+        if self.snapshot.is_some() {
+            // R1: the snapshot is complete and fixed; nothing to validate.
+            return Ok(CommitInfo { cts: 0, durable: true, writes: 0 });
+        }
+        if self.adaptive_on() && !self.exclusive_mine() {
+            // The last safe point: a transaction not yet committing yields to
+            // a privileged one.
+            self.check_exclusive()?;
+        }
         if self.writes.is_empty() {
             self.validate(0)?;
             return Ok(CommitInfo { cts: 0, durable: true, writes: 0 });
@@ -76,7 +85,14 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 return Err(Error::Abort(AbortReason::ReadValidation));
             }
             let Some((w, idx)) = loc_entry(loc) else {
-                self.cache_in(t, rid, loc)?;
+                match self.cache_in(t, rid, loc) {
+                    Err(Error::Abort(AbortReason::CacheFull))
+                        if t.secondary.is_empty() && self.privileged_on_full()? =>
+                    {
+                        return self.lock_direct(t, loc);
+                    }
+                    r => r?,
+                }
                 continue;
             };
             let e = t.caches[w].entry(idx);
@@ -98,6 +114,18 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         Err(Error::Abort(AbortReason::WriteLocked))
     }
 
+    /// Zen+ step 3: a privileged transaction runs alone, so a record whose
+    /// version is in NVM needs no lock word; it is written straight to NVM.
+    fn lock_direct(&mut self, t: &Table, slot: u64) -> Result<(u64, u64)> {
+        let mut row = std::mem::take(&mut self.row_buf);
+        row.resize(t.row_bytes, 0);
+        let read = self.read_direct(t, slot, &mut row);
+        self.row_buf = row;
+        let (loc, prev) = read?;
+        P::may_supersede(self.txn_ts, prev, 0).map_err(Error::Abort)?;
+        Ok((loc, prev))
+    }
+
     /// Timestamp ordering for inserts (locked since execution): the absent
     /// entry's read timestamp, and any newer scan of the key's range (phantoms).
     fn check_inserts(&self) -> Result<()> {
@@ -116,7 +144,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     fn unlock_all(&mut self) {
         for w in &mut self.writes {
             if let Some((loc, prev)) = w.locked.take() {
-                let (wk, idx) = loc_entry(loc).expect("locked records are cached");
+                // Direct writes of a privileged transaction hold no lock word.
+                let Some((wk, idx)) = loc_entry(loc) else { continue };
                 silo::unlock(&self.tables[w.table as usize].caches[wk].entry(idx).cc[0], prev);
             }
         }
@@ -197,7 +226,9 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         if current != r.loc {
             return false;
         }
-        let Some((w, idx)) = loc_entry(r.loc) else { return r.loc == LOC_EMPTY };
+        // An unchanged empty or heap location is the same version: a heap
+        // slot is not reclaimed while this transaction runs (S2).
+        let Some((w, idx)) = loc_entry(r.loc) else { return true };
         let mine =
             self.writes.iter().any(|x| x.table == r.table && x.rid == r.rid && x.locked.is_some());
         silo::still_valid(&t.caches[w].entry(idx).cc[0], r.observed, mine)
@@ -209,14 +240,34 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             let t = self.tables[self.writes[i].table as usize].clone();
             let slot = self.allocate_slot(&t)?;
             self.writes[i].slot = slot;
-            if P::MULTI_VERSION && self.writes[i].kind != WriteKind::Insert {
-                // Reserved now: once persisted, installing must not fail. An
-                // insert fills its locked absent entry in place instead (an
-                // older reader then aborts rather than seeing "absent").
-                self.writes[i].new_entry = Some(self.allocate_entry(&t)?);
+            if P::MULTI_VERSION && self.needs_new_entry(i) {
+                // Reserved now: once persisted, installing must not fail.
+                self.writes[i].new_entry = match self.allocate_entry(&t) {
+                    Ok(idx) => Some(idx),
+                    // Zen+ step 3: alone, a full region installs in place or
+                    // in NVM (`install`).
+                    Err(Error::Abort(AbortReason::CacheFull)) if self.privileged_on_full()? => None,
+                    Err(e) => return Err(e),
+                };
             }
         }
         Ok(())
+    }
+
+    /// Multi-version: does write `i` install a new version entry? Updates
+    /// and deletes do. An insert fills its locked absent entry in place (an
+    /// older reader then aborts rather than seeing "absent"), unless that
+    /// entry is a tombstone, i.e. a version some snapshot may still read
+    /// (R4 of `adaptive.rs`): then the insert goes above it.
+    fn needs_new_entry(&self, i: usize) -> bool {
+        let w = &self.writes[i];
+        match w.locked {
+            Some((loc, prev)) if w.kind == WriteKind::Insert => {
+                loc_entry(loc).is_some() && silo::cts_of(prev) != 0
+            }
+            Some((loc, _)) => loc_entry(loc).is_some(),
+            None => true,
+        }
     }
 
     fn allocate_slot(&mut self, t: &Table) -> Result<u64> {
@@ -323,8 +374,12 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             let w = self.writes[i];
             let t = self.tables[w.table as usize].clone();
             let (loc, prev) = w.locked.expect("locked at commit");
-            let (owner, idx) = loc_entry(loc).expect("locked records are cached");
             let deleted = w.kind == WriteKind::Delete;
+            let Some((owner, idx)) = loc_entry(loc) else {
+                self.install_direct(&t, w.rid, loc, w.slot, cts, deleted);
+                self.writes[i].locked = None;
+                continue;
+            };
             let entry = t.caches[owner].entry(idx);
             let old_slot = entry.slot.load(Ordering::Acquire);
             let new_row = &data[w.data_at..w.data_at + t.row_bytes];
@@ -376,6 +431,30 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         self.write_data = data;
     }
 
+    /// Zen+ step 3: the privileged transaction's new version of a record whose
+    /// version was in NVM stays in NVM; the record points at the new slot.
+    fn install_direct(
+        &mut self,
+        t: &Table,
+        rid: u64,
+        old: u64,
+        slot: u64,
+        cts: u64,
+        deleted: bool,
+    ) {
+        debug_assert!(self.exclusive_mine() && t.secondary.is_empty());
+        let writer = self.id;
+        self.s.send_garbage(t, Garbage { slot: old, cts, writer, tombstone: false });
+        let home = if deleted {
+            self.s.send_garbage(t, Garbage { slot, cts, writer, tombstone: true });
+            LOC_EMPTY
+        } else {
+            slot
+        };
+        t.records.loc(rid).store(home, Ordering::Release);
+        self.s.adaptive.nvm_direct_writes.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Copy-on-foreign-write (§3.2): the new version goes to an entry of this
     /// worker's region. False when no entry is free (install in place instead).
     #[allow(clippy::too_many_arguments)]
@@ -404,6 +483,13 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         e.cc[0].store(silo::tid(cts, deleted), Ordering::Release);
         t.records.loc(rid).store(loc_cached(self.id, idx), Ordering::Release);
         true
+    }
+
+    /// Fence and acknowledge (as `sync`): the end of an exclusive stage makes
+    /// the privileged commit durable before anyone else may read it.
+    pub(super) fn sync_and_ack(&mut self) {
+        self.s.pool.persister(self.thread).fence();
+        self.after_fence();
     }
 
     /// After each fence of this worker: acknowledge, then advance the zeroing
@@ -565,17 +651,19 @@ impl<B: PmemBackend, P: Protocol> EngineWorker for ZenWorker<'_, B, P> {
         self.durability = opts.durability.unwrap_or(self.s.config.durability);
         let txns = &self.s.txns[self.id];
         txns.store(txns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        self.begin();
-        let result = body(&mut ZenTxn { w: self }).and_then(|()| {
-            if opts.read_only && !self.writes.is_empty() {
-                return Err(Error::Unsupported("a read-only transaction wrote".into()));
-            }
-            self.commit()
+        let result = self.begin(opts.read_only).and_then(|()| {
+            body(&mut ZenTxn { w: self }).and_then(|()| {
+                if opts.read_only && !self.writes.is_empty() {
+                    return Err(Error::Unsupported("a read-only transaction wrote".into()));
+                }
+                self.commit()
+            })
         });
         if result.is_err() {
             self.abort();
         }
         self.end();
+        self.finish(&result);
         result
     }
 
@@ -592,7 +680,11 @@ impl<B: PmemBackend, P: Protocol> EngineWorker for ZenWorker<'_, B, P> {
         self.durability = opts.durability.unwrap_or(self.s.config.durability);
         let txns = &self.s.txns[self.id];
         txns.store(txns.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        self.begin();
+        if let Err(e) = self.begin(opts.read_only) {
+            self.end();
+            self.finish_adaptive(false, e.is_retryable());
+            return Err(e);
+        }
         self.explicit = Some(*opts);
         Ok(())
     }
@@ -613,6 +705,7 @@ impl<B: PmemBackend, P: Protocol> EngineWorker for ZenWorker<'_, B, P> {
             self.abort();
         }
         self.end();
+        self.finish(&result);
         result
     }
 
@@ -620,6 +713,7 @@ impl<B: PmemBackend, P: Protocol> EngineWorker for ZenWorker<'_, B, P> {
         if self.explicit.take().is_some() {
             self.abort();
             self.end();
+            self.finish_adaptive(false, false);
         }
     }
 
@@ -629,6 +723,14 @@ impl<B: PmemBackend, P: Protocol> EngineWorker for ZenWorker<'_, B, P> {
 
     fn cache_stats(&self) -> CacheStats {
         self.stats
+    }
+}
+
+impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
+    /// Zen+ bookkeeping once an attempt ended (`adaptive.rs`).
+    fn finish(&mut self, result: &Result<CommitInfo>) {
+        let retryable = result.as_ref().err().is_some_and(Error::is_retryable);
+        self.finish_adaptive(result.is_ok(), retryable);
     }
 }
 

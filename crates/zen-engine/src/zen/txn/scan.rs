@@ -26,6 +26,9 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     ) -> Result<usize> {
         let t = self.table(table)?;
         let (low, high) = (*range.start(), *range.end());
+        if self.snapshot.is_some() {
+            return self.scan_snapshot(&t, low, high, limit, f);
+        }
         if let Some(ts) = self.txn_ts.filter(|_| P::MULTI_VERSION) {
             // Before reading: an older inserter either sees this and aborts,
             // or its locked entry is already in the index and we wait for it.
@@ -56,8 +59,33 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         Ok(visited)
     }
 
+    /// A snapshot scan (Zen+): no read set, no phantom check (the snapshot is
+    /// complete, R1), no access-set limit (nothing is remembered).
+    fn scan_snapshot(
+        &mut self,
+        t: &Table,
+        low: u64,
+        high: u64,
+        limit: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize> {
+        let mut row = vec![0u8; t.row_bytes];
+        let mut visited = 0;
+        for (key, rid) in t.index.range(low..=high) {
+            self.safe_point(t)?;
+            if self.read_snapshot(t, rid, &mut row)? {
+                visited += 1;
+                if !f(key, &row) || visited >= limit {
+                    break;
+                }
+            }
+        }
+        Ok(visited)
+    }
+
     /// Read one record met by a scan; true when it has a live row in `row`.
     fn visit(&mut self, t: &Table, key: u64, rid: u64, row: &mut [u8]) -> Result<bool> {
+        self.safe_point(t)?;
         self.count_access(t);
         if P::PARTITIONED {
             self.lock_partition(t, key)?;
@@ -109,11 +137,49 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             detail: format!("no secondary index #{index}"),
         })?;
         let entries = s.entries.read();
+        if self.snapshot.is_some() {
+            let candidates: Vec<u64> = entries
+                .range((prefix.to_vec(), 0)..)
+                .take_while(|(k, _)| k.starts_with(prefix))
+                .map(|(_, pk)| *pk)
+                .collect();
+            drop(entries);
+            return self.filter_secondary_at_snapshot(&t, index, prefix, candidates, limit, out);
+        }
         for (k, pk) in entries.range((prefix.to_vec(), 0)..) {
             if !k.starts_with(prefix) || out.len() >= limit {
                 break;
             }
             out.push(*pk);
+        }
+        Ok(())
+    }
+
+    /// Secondary indexes hold only the current keys. A snapshot keeps the
+    /// candidates whose row exists at S with a matching secondary key (rows
+    /// inserted later are dropped). It cannot find a row whose secondary key
+    /// changed, or that was deleted, after S (see `adaptive.rs`).
+    fn filter_secondary_at_snapshot(
+        &mut self,
+        t: &Table,
+        index: usize,
+        prefix: &[u8],
+        candidates: Vec<u64>,
+        limit: usize,
+        out: &mut Vec<u64>,
+    ) -> Result<()> {
+        let mut row = vec![0u8; t.row_bytes];
+        for pk in candidates {
+            if out.len() >= limit {
+                break;
+            }
+            self.safe_point(t)?;
+            let Some(rid) = t.lookup(pk) else { continue };
+            if self.read_snapshot(t, rid, &mut row)?
+                && t.secondary[index].key_of(&row).starts_with(prefix)
+            {
+                out.push(pk);
+            }
         }
         Ok(())
     }

@@ -34,11 +34,23 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         for spin in 0..SPIN_LIMIT {
             let loc = locw.load(Ordering::Acquire);
             if loc == LOC_EMPTY {
-                self.publish_placeholder(t, key, rid)?;
+                match self.publish_placeholder(t, key, rid) {
+                    // A privileged transaction runs alone: nothing to register.
+                    Err(Error::Abort(AbortReason::CacheFull)) if self.privileged_on_full()? => {
+                        return Ok((LOC_EMPTY, 0));
+                    }
+                    r => r?,
+                }
                 continue;
             }
             let Some((w, idx)) = loc_entry(loc) else {
-                self.cache_in(t, rid, loc)?;
+                match self.cache_in(t, rid, loc) {
+                    // Zen+ step 3: its region is full; read NVM in place.
+                    Err(Error::Abort(AbortReason::CacheFull)) if self.privileged_on_full()? => {
+                        return self.read_direct(t, loc, out);
+                    }
+                    r => r?,
+                }
                 continue;
             };
             let head = t.caches[w].entry(idx);

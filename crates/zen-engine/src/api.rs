@@ -272,7 +272,9 @@ impl<'e> dyn EngineWorker + 'e {
 }
 
 /// Back-off before retry `attempt`: spin briefly at first, then yield, then
-/// sleep up to 100 µs, so that conflicting transactions stop colliding.
+/// sleep `attempt` µs up to 1 ms, so that conflicting transactions stop
+/// colliding and a preempted lock holder gets a core back (1,000 attempts
+/// span about half a second).
 pub fn backoff(attempt: u32) {
     if attempt < 4 {
         for _ in 0..(64u32 << attempt) {
@@ -281,7 +283,7 @@ pub fn backoff(attempt: u32) {
     } else if attempt < 16 {
         std::thread::yield_now();
     } else {
-        let micros = u64::from(attempt.min(100));
+        let micros = u64::from(attempt.min(1000));
         std::thread::sleep(std::time::Duration::from_micros(micros));
     }
 }

@@ -600,13 +600,12 @@ impl Attempt<'_> {
 }
 
 /// Spin a little longer after every failed attempt; yield now and then.
+/// The engine's back-off (spin, then yield, then sleep): the attempts of one
+/// transaction span about half a second, so a lock holder that the scheduler
+/// preempted (2 cores, more runnable threads) is waited out; a spin-only
+/// back-off used up 1,000 attempts in a few milliseconds and failed the run.
 fn back_off(attempt: u32) {
-    for _ in 0..(1u32 << attempt.min(10)) {
-        std::hint::spin_loop();
-    }
-    if attempt.is_multiple_of(16) {
-        std::thread::yield_now();
-    }
+    zen_engine::api::backoff(attempt);
 }
 
 #[cfg(test)]

@@ -1,12 +1,11 @@
 //! `zen bench` on every workload at small sizes: text, JSON (validated
 //! against `docs/summary.schema.json`), CSV and `--out` files.
 
-use assert_cmd::Command;
-use serde_json::Value;
+mod common;
 
-fn zen() -> Command {
-    Command::cargo_bin("zen").expect("the zen binary is built")
-}
+use common::zen;
+
+use serde_json::Value;
 
 /// Run `zen bench …`, expect success, return stdout.
 fn bench(args: &[&str]) -> String {

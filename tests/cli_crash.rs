@@ -3,19 +3,11 @@
 //! replay command and a saved image that `zen recover` opens; bad flags are
 //! usage errors (exit 2).
 
-use assert_cmd::Command;
+mod common;
+
+use common::run;
+
 use serde_json::Value;
-
-fn zen() -> Command {
-    Command::cargo_bin("zen").expect("the zen binary is built")
-}
-
-/// Run `zen args…`; return (exit code, stdout, stderr).
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = zen().args(args).output().unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
-}
 
 const TINY: [&str; 12] = [
     "--crash-points",

@@ -2,30 +2,16 @@
 //! creates: the check passes after load, after a run and after recovery,
 //! and fails with exit 3 on a pool a test broke on purpose.
 
+mod common;
+
+use common::{ok, run};
+
 use std::path::Path;
 
-use assert_cmd::Command;
 use serde_json::Value;
 use zen_engine::schema::row;
 use zen_engine::{EngineConfig, TxnOptions};
 use zen_pmem::BackendKind;
-
-fn zen() -> Command {
-    Command::cargo_bin("zen").expect("the zen binary is built")
-}
-
-/// Run `zen args…`; return (exit code, stdout, stderr).
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = zen().args(args).output().unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
-}
-
-fn ok(args: &[&str]) -> String {
-    let (code, out, err) = run(args);
-    assert_eq!(code, 0, "zen {args:?}: {err}");
-    out
-}
 
 const RUN: [&str; 6] = ["--threads", "2", "--txns", "1500", "--warmup", "0s"];
 

@@ -1,11 +1,9 @@
 //! `zen` refuses bad flags and combinations with exit code 2 and a message
 //! that says what is allowed; `zen list` prints what this build offers.
 
-use assert_cmd::Command;
+mod common;
 
-fn zen() -> Command {
-    Command::cargo_bin("zen").expect("the zen binary is built")
-}
+use common::zen;
 
 /// Run `zen args…`, expect exit 2, and return stderr.
 fn usage_error(args: &[&str]) -> String {

@@ -16,11 +16,11 @@ use std::path::Path;
 use zen_engine::Engine;
 use zen_pmem::expected::{ExpectedState, MAX_WORKERS};
 use zen_workload::crash_receipts::{ExpectedStateReport, Receipted, check_expected_state};
-use zen_workload::{Report, ReportConfig, run_benchmark};
+use zen_workload::run_benchmark;
 
 use crate::commands::RunRequest;
 use crate::error::{CliError, CliResult};
-use crate::output::{self, Progress};
+use crate::output::Progress;
 use crate::with_workload;
 use crate::workloads::AnyWorkload;
 
@@ -62,14 +62,5 @@ pub fn run_and_report(
         })
     });
     progress.finish();
-    let run = result?;
-    let config = ReportConfig::new(
-        r.command,
-        r.engine_config,
-        r.driver,
-        workload.name(),
-        workload.parameters(),
-    );
-    let report = Report::new(config, &run, r.recovery);
-    output::emit(&report, &run.timeseries, r.format, r.out)
+    super::report_run(&result?, workload, r)
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use zen_engine::{Engine, EngineConfig, RecoveryReport};
-use zen_workload::{DriverConfig, Report, ReportConfig, Workload, run_benchmark};
+use zen_workload::{DriverConfig, Report, ReportConfig, RunResult, Workload, run_benchmark};
 
 use crate::cli::Format;
 use crate::error::{CliError, CliResult};
@@ -50,7 +50,11 @@ pub fn run_and_report(engine: &dyn Engine, workload: &AnyWorkload, r: RunRequest
         run_benchmark(engine, w, r.driver, &mut |sample| progress.update(sample))
     });
     progress.finish();
-    let run = result?;
+    report_run(&result?, workload, r)
+}
+
+/// Print and write the report of a finished run.
+pub fn report_run(run: &RunResult, workload: &AnyWorkload, r: RunRequest<'_>) -> CliResult {
     let config = ReportConfig::new(
         r.command,
         r.engine_config,
@@ -58,7 +62,7 @@ pub fn run_and_report(engine: &dyn Engine, workload: &AnyWorkload, r: RunRequest
         workload.name(),
         workload.parameters(),
     );
-    let report = Report::new(config, &run, r.recovery);
+    let report = Report::new(config, run, r.recovery);
     output::emit(&report, &run.timeseries, r.format, r.out)
 }
 

@@ -19,10 +19,11 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
             format!("cpu {cpu} is beyond the {MAX_CPU} a cpu set can name"),
         ));
     }
-    // SAFETY: `cpu_set_t` is a plain bit array for which all-zero is a valid
-    // (empty) value; CPU_SET writes one bit inside it (cpu < CPU_SETSIZE was
-    // checked above); sched_setaffinity reads `size_of::<cpu_set_t>()` bytes
-    // from a pointer to that local value, and pid 0 means the calling thread.
+    // `cpu_set_t` is a plain bit array for which all-zero is a valid (empty)
+    // value; CPU_SET writes one bit inside it (cpu < CPU_SETSIZE was checked
+    // above); sched_setaffinity reads `size_of::<cpu_set_t>()` bytes from a
+    // pointer to that local value, and pid 0 means the calling thread.
+    // SAFETY: every pointer is to the local set, every index inside it.
     let rc = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
@@ -33,9 +34,10 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
 
 /// The CPUs the calling thread may run on.
 pub fn allowed_cpus() -> io::Result<Vec<usize>> {
-    // SAFETY: as above, an all-zero `cpu_set_t` is valid; sched_getaffinity
-    // writes at most `size_of::<cpu_set_t>()` bytes into the local value, and
-    // CPU_ISSET reads bits below CPU_SETSIZE only.
+    // As above, an all-zero `cpu_set_t` is valid; sched_getaffinity writes at
+    // most `size_of::<cpu_set_t>()` bytes into the local value, and CPU_ISSET
+    // reads bits below CPU_SETSIZE only.
+    // SAFETY: every pointer is to the local set, every index inside it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw mut set) != 0 {

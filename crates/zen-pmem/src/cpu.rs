@@ -67,9 +67,10 @@ fn detect() -> FlushInstruction {
 pub(crate) fn flush_line(addr: *const u8) {
     #[cfg(target_arch = "x86_64")]
     match flush_instruction() {
-        // SAFETY: the flush instructions take any address that is mapped in
-        // the process; callers pass addresses inside a live mapping (checked
-        // by `Mapping::check_range`). They do not write memory visible to Rust.
+        // The flush instructions take any address that is mapped in the
+        // process; callers pass addresses inside a live mapping (checked by
+        // `Mapping::check_range`). They do not write memory visible to Rust.
+        // SAFETY: `addr` is mapped; no Rust-visible memory is written.
         FlushInstruction::Clwb => unsafe {
             std::arch::asm!("clwb [{0}]", in(reg) addr, options(nostack, preserves_flags));
         },

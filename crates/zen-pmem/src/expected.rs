@@ -144,11 +144,11 @@ impl ExpectedState {
             self.map.len()
         );
         let ptr = self.map.as_mut_ptr().wrapping_add(index * 8).cast::<u64>();
-        // SAFETY: the mapping is page aligned, so `ptr` (a multiple of 8 bytes
-        // from its start) is 8-byte aligned; the assert above keeps the 8
-        // bytes inside the mapping, which lives as long as `&self`. Every
-        // access to the file's words, in this process or another, goes
-        // through atomics, so there is no data race.
+        // The mapping is page aligned, so `ptr` (a multiple of 8 bytes from
+        // its start) is 8-byte aligned; the assert above keeps the 8 bytes
+        // inside the mapping, which lives as long as `&self`. Every access to
+        // the file's words, in this process or another, is atomic.
+        // SAFETY: aligned, in bounds, outlived by the mapping, no data race.
         unsafe { AtomicU64::from_ptr(ptr) }
     }
 

@@ -826,16 +826,14 @@ mod tests {
         assert!(field_problem(&row[..FIELD_BYTES], 42, 0).unwrap().contains("checksum"));
     }
 
+    fn local_of_worker(worker: usize) -> YcsbLocal {
+        YcsbLocal { table: TableId(0), row: vec![0; ROW_BYTES], latest: None, worker, issued: 0 }
+    }
+
     #[test]
     fn paper_mode_requests_have_distinct_keys_and_the_mix_ratio() {
         let ycsb = Ycsb::new(YcsbConfig::paper(100, PaperMix::BA, 0.99)).unwrap();
-        let mut local = YcsbLocal {
-            table: TableId(0),
-            row: vec![0; ROW_BYTES],
-            latest: None,
-            worker: 1,
-            issued: 0,
-        };
+        let mut local = local_of_worker(1);
         let mut rng = SmallRng::seed_from_u64(1);
         let (mut reads, mut total) = (0, 0);
         for _ in 0..2000 {
@@ -855,13 +853,7 @@ mod tests {
     #[test]
     fn read_only_mix_declares_read_only_transactions() {
         let ycsb = Ycsb::new(YcsbConfig::paper(1000, PaperMix::RO, 0.6)).unwrap();
-        let mut local = YcsbLocal {
-            table: TableId(0),
-            row: vec![0; ROW_BYTES],
-            latest: None,
-            worker: 1,
-            issued: 0,
-        };
+        let mut local = local_of_worker(1);
         let mut rng = SmallRng::seed_from_u64(2);
         let request = ycsb.next(&mut local, &mut rng);
         assert!(ycsb.options(&request).read_only);
@@ -873,14 +865,7 @@ mod tests {
         let mut config = YcsbConfig::paper(1000, PaperMix::WH, 0.0);
         config.long = Some(LongTxn { kind: LongKind::Update, tuples: 200, every: 3 });
         let ycsb = Ycsb::new(config).unwrap();
-        let local = |worker| YcsbLocal {
-            table: TableId(0),
-            row: vec![0; ROW_BYTES],
-            latest: None,
-            worker,
-            issued: 0,
-        };
-        let (mut s, mut other) = (local(0), local(1));
+        let (mut s, mut other) = (local_of_worker(0), local_of_worker(1));
         let mut rng = SmallRng::seed_from_u64(4);
         let types: Vec<&str> =
             (0..8).map(|_| ycsb.txn_types()[ycsb.txn_type(&ycsb.next(&mut s, &mut rng))]).collect();
@@ -917,13 +902,8 @@ mod tests {
     #[test]
     fn workload_d_inserts_take_consecutive_keys() {
         let ycsb = Ycsb::new(YcsbConfig::core(1000, CoreWorkload::D)).unwrap();
-        let mut local = YcsbLocal {
-            table: TableId(0),
-            row: vec![0; ROW_BYTES],
-            latest: Some(Latest::new(1000, 0.99).unwrap()),
-            worker: 1,
-            issued: 0,
-        };
+        let mut local =
+            YcsbLocal { latest: Some(Latest::new(1000, 0.99).unwrap()), ..local_of_worker(1) };
         let mut rng = SmallRng::seed_from_u64(3);
         let inserts: Vec<u64> = (0..2000)
             .map(|_| ycsb.next(&mut local, &mut rng).ops()[0])

@@ -276,6 +276,9 @@ impl<'e> dyn EngineWorker + 'e {
 /// colliding and a preempted lock holder gets a core back (1,000 attempts
 /// span about half a second).
 pub fn backoff(attempt: u32) {
+    if crate::sched::point() {
+        return;
+    }
     if attempt < 4 {
         for _ in 0..(64u32 << attempt) {
             std::hint::spin_loop();

@@ -225,6 +225,35 @@ impl BaselineFault {
     }
 }
 
+/// A deliberate concurrency bug in a Zen protocol, for the schedule tests
+/// (`tests/schedules.rs`): each one re-opens a race that the shuttle
+/// schedules found and that is fixed, so that the test shows it would find
+/// it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RaceFault {
+    /// Read validation trusts an unlocked, unchanged version word without
+    /// re-checking the record's location (hekaton's multi-version installs
+    /// move the location first, then unlock the old head unchanged).
+    NoLocationRecheck,
+    /// TicToc's read-timestamp extension ignores a lock taken between its
+    /// lock check and its CAS (the locker may have read the old rts).
+    TictocExtendUnderLock,
+}
+
+impl RaceFault {
+    pub const ALL: [RaceFault; 2] =
+        [RaceFault::NoLocationRecheck, RaceFault::TictocExtendUnderLock];
+
+    /// The protocol whose code path the fault breaks.
+    pub fn cc(self) -> CcKind {
+        match self {
+            RaceFault::NoLocationRecheck => CcKind::Hekaton,
+            RaceFault::TictocExtendUnderLock => CcKind::Tictoc,
+        }
+    }
+}
+
 /// Everything needed to create or open an engine.
 #[derive(Debug, Clone, Serialize)]
 pub struct EngineConfig {
@@ -277,6 +306,9 @@ pub struct EngineConfig {
     /// Bug injection into a baseline engine (tests only; `None` otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline_fault: Option<BaselineFault>,
+    /// Concurrency bug injection for the schedule tests only (`None` otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub race_fault: Option<RaceFault>,
     /// Zen+ NUMA placement, routing and accounting (`crate::numa`; default:
     /// the machine's real nodes, so off on a one-node machine).
     pub numa: crate::numa::NumaConfig,
@@ -326,6 +358,7 @@ impl Default for EngineConfig {
             checkpoint_interval_ms: None,
             group_commit_interval_us: 100,
             baseline_fault: None,
+            race_fault: None,
             numa: crate::numa::NumaConfig::default(),
             adaptive: true,
             adaptive_alpha: 0.95,
@@ -447,6 +480,15 @@ impl EngineConfig {
             {
                 return bad(format!("the {name} applies to --engine {}, not {engine}", e.name()));
             }
+        }
+        if let Some(race) = self.race_fault
+            && (self.engine != EngineKind::Zen || race.cc() != self.cc)
+        {
+            return bad(format!(
+                "the race fault applies to --engine zen --cc {}, not --engine {engine} --cc {}",
+                race.cc().name(),
+                self.cc.name()
+            ));
         }
         if self.checkpoint_interval_ms == Some(0) {
             return bad("checkpoint interval must be at least 1 ms".into());

@@ -12,7 +12,7 @@ pub use api::{
     CacheStats, CommitInfo, Durability, Engine, EngineStatus, EngineWorker, RecoveryReport,
     TableId, TableStatus, Transaction, Txn, TxnOptions, user_abort,
 };
-pub use config::{BaselineFault, CcKind, EngineConfig, EngineKind, Fault};
+pub use config::{BaselineFault, CcKind, EngineConfig, EngineKind, Fault, RaceFault};
 pub use db::{Db, DbBuilder};
 pub use error::{AbortReason, Error, Result};
 pub use schema::{Column, ColumnType, SecondaryIndex, TableSchema};
@@ -23,6 +23,7 @@ pub mod cc;
 pub mod heap;
 pub mod index;
 pub mod numa;
+pub mod sched;
 pub mod ts;
 pub mod words;
 pub mod zen;

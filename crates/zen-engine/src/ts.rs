@@ -30,6 +30,7 @@ impl Clock {
     /// A fresh, unique timestamp for `worker` (strictly above every earlier one).
     #[inline]
     pub fn next(&self, worker: usize) -> u64 {
+        crate::sched::point();
         let c = self.counter.fetch_add(1, Ordering::SeqCst);
         let cts = (c << WORKER_BITS) | worker as u64;
         assert!(cts < MAX_CTS, "timestamp space exhausted");

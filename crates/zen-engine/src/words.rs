@@ -10,8 +10,24 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Copy `words` into `out` (relaxed loads: the caller validates the version).
+/// A schedule point comes before the copy, and under a model one more in its
+/// middle, so that a writer may run between the halves and torn copies are
+/// among the explored schedules (`crate::sched`).
 #[inline]
 pub fn load_row(words: &[AtomicU64], out: &mut [u8]) {
+    crate::sched::point();
+    if crate::sched::hooked() {
+        let (head, tail) = out.split_at_mut(out.len() / 16 * 8);
+        copy_out(&words[..head.len() / 8], head);
+        crate::sched::point();
+        copy_out(&words[head.len() / 8..], tail);
+        return;
+    }
+    copy_out(words, out);
+}
+
+#[inline]
+fn copy_out(words: &[AtomicU64], out: &mut [u8]) {
     let mut chunks = out.chunks_exact_mut(8);
     let mut words = words.iter();
     for (dst, w) in (&mut chunks).zip(&mut words) {
@@ -27,8 +43,22 @@ pub fn load_row(words: &[AtomicU64], out: &mut [u8]) {
 
 /// Store `row` into `words` (relaxed stores: the caller publishes the version
 /// with release ordering afterwards). A partial last word is zero-padded.
+/// Schedule points as in [`load_row`].
 #[inline]
 pub fn store_row(words: &[AtomicU64], row: &[u8]) {
+    crate::sched::point();
+    if crate::sched::hooked() {
+        let (head, tail) = row.split_at(row.len() / 16 * 8);
+        copy_in(&words[..head.len() / 8], head);
+        crate::sched::point();
+        copy_in(&words[head.len() / 8..], tail);
+        return;
+    }
+    copy_in(words, row);
+}
+
+#[inline]
+fn copy_in(words: &[AtomicU64], row: &[u8]) {
     let mut chunks = row.chunks_exact(8);
     let mut words = words.iter();
     for (src, w) in (&mut chunks).zip(&mut words) {

@@ -62,7 +62,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use parking_lot::Mutex;
+use crate::sched::Mutex;
 use serde::Serialize;
 use zen_pmem::{CounterSnapshot, PageOwner, PmemBackend, Pool, PoolOptions, SYSTEM_THREAD};
 

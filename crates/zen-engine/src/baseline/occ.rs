@@ -97,6 +97,7 @@ pub mod tid {
     /// Try to take the lock; `Some(previous word)` on success.
     #[inline]
     pub fn try_lock(word: &AtomicU64) -> Option<u64> {
+        crate::sched::point();
         let cur = word.load(Ordering::Acquire);
         if cur & LOCK != 0 {
             return None;
@@ -107,6 +108,7 @@ pub mod tid {
     /// Release a lock without changing the version.
     #[inline]
     pub fn unlock(word: &AtomicU64, previous: u64) {
+        crate::sched::point();
         word.store(previous & !LOCK, Ordering::Release);
     }
 }

@@ -65,7 +65,7 @@ pub mod space;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use crate::sched::Mutex;
 use zen_pmem::{CounterSnapshot, Marker, PageOwner, PmemBackend, Pool, PoolOptions, SYSTEM_THREAD};
 
 use super::occ::{Core, OccEngine, Store, Table, Tables, WriteItem, dram_budget_bytes, tid};
@@ -278,6 +278,9 @@ fn wait_durable<B: PmemBackend>(core: &Core<WblStore<B>>, local: &mut WblLocal, 
             spins = 0;
         } else {
             spins += 1;
+            if crate::sched::point() {
+                continue;
+            }
             if spins.is_multiple_of(64) {
                 std::thread::yield_now();
             } else {

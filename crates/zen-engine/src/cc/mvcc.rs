@@ -82,6 +82,7 @@ pub fn timestamp_order(txn_ts: Option<u64>, head: u64, rts: u64) -> Result<(), A
 /// Raise a version's read timestamp to at least `ts`.
 #[inline]
 pub fn raise_rts(rts: &AtomicU64, ts: u64) {
+    crate::sched::point();
     if rts.load(Ordering::Acquire) < ts {
         rts.fetch_max(ts, Ordering::SeqCst);
     }

@@ -60,22 +60,27 @@ pub fn cts_of(tid: u64) -> u64 {
 /// Try to take the lock; `Some(previous word)` on success.
 #[inline]
 pub fn try_lock(word: &AtomicU64) -> Option<u64> {
+    crate::sched::point();
     let cur = word.load(Ordering::Acquire);
     if cur & (LOCK | OBSOLETE) != 0 {
         return None;
     }
-    word.compare_exchange(cur, cur | LOCK, Ordering::AcqRel, Ordering::Acquire).ok()
+    // SeqCst: TicToc's read validation relies on a writer's lock and a
+    // reader's rts extension not both missing each other (`tictoc_read_valid`).
+    word.compare_exchange(cur, cur | LOCK, Ordering::SeqCst, Ordering::Acquire).ok()
 }
 
 /// Release a lock without changing the version.
 #[inline]
 pub fn unlock(word: &AtomicU64, previous: u64) {
+    crate::sched::point();
     word.store(previous & !LOCK, Ordering::Release);
 }
 
 /// Is the read of `observed` still valid? `mine` = the reader holds the lock.
 #[inline]
 pub fn still_valid(word: &AtomicU64, observed: u64, mine: bool) -> bool {
+    crate::sched::point();
     let cur = word.load(Ordering::Acquire);
     if cur & LOCK != 0 && !mine {
         return false;

@@ -24,8 +24,8 @@
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::sched::Mutex;
 use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
 
 use super::{Choice, Layout, MAX_NODES, NumaConfig, RemapOutcome, choose_node, map_partitions};
 

@@ -21,7 +21,7 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use crate::sched::Mutex;
 
 const CHUNK_ENTRIES: usize = 1024;
 

@@ -29,8 +29,8 @@ pub mod txn;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use crate::sched::{Mutex, RwLock};
 use crossbeam_utils::CachePadded;
-use parking_lot::{Mutex, RwLock};
 use zen_pmem::{CounterSnapshot, PageOwner, PmemBackend, Pool, PoolOptions};
 
 use crate::api::{Engine, EngineStatus, EngineWorker, RecoveryReport, TableId, TableStatus};

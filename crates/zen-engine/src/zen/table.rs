@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::{Mutex, RwLock};
+use crate::sched::{Mutex, RwLock};
 
 use super::cache::CacheRegion;
 use super::space::{Garbage, HeapRegion};
@@ -153,6 +153,7 @@ impl Table {
         }
         // Losing a race leaves our record id unused; the index's is the one.
         let rid = self.records.allocate()?;
+        crate::sched::point();
         Some(self.index.get_or_insert(key, rid))
     }
 

@@ -23,6 +23,7 @@ use crate::api::{CacheStats, Durability, TableId, TxnOptions};
 use crate::cc::{Protocol, silo};
 use crate::error::{AbortReason, Error, Result};
 use crate::heap::{self, SlotHeader};
+use crate::sched;
 use crate::schema::MAX_KEY;
 
 /// Spins on a locked tuple before giving up.
@@ -315,6 +316,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         }
         region.write_row(idx, &self.slot_buf[heap::SLOT_HEADER_BYTES as usize..len]);
         self.s.numa_entry(self.id, self.id, idx, true);
+        sched::point();
         let published = locw
             .compare_exchange(slot, loc_cached(self.id, idx), Ordering::AcqRel, Ordering::Acquire)
             .is_ok();
@@ -670,6 +672,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
                     w.store(0, Ordering::Relaxed);
                 }
                 let mine = loc_cached(self.id, idx);
+                sched::point();
                 if locw
                     .compare_exchange(LOC_EMPTY, mine, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
@@ -703,6 +706,9 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
 
 #[inline]
 fn backoff(spin: u32) {
+    if sched::point() {
+        return;
+    }
     if spin % 1024 == 1023 {
         std::thread::yield_now();
     } else {

@@ -104,7 +104,7 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<C
     }
     let cleanup_started = Instant::now();
     let logs = clean_log_tails(&store.pool, &mut scans)?;
-    store.logs = logs.into_iter().map(parking_lot::Mutex::new).collect();
+    store.logs = logs.into_iter().map(crate::sched::Mutex::new).collect();
     let cleanup_ms = ms(cleanup_started);
     let mut txns: Vec<LoggedTxn> = scans.into_iter().flat_map(|s| s.txns).collect();
     txns.sort_by_key(|t| t.cts);

@@ -81,6 +81,7 @@ impl<S: Store> OccWorker<'_, S> {
     /// Silo's read validation, then every scanned range (phantoms).
     fn validate(&self) -> Result<()> {
         for r in &self.reads {
+            crate::sched::point();
             let word = &self.tables[r.table as usize].records.get(r.rid).tid;
             let cur = word.load(Ordering::Acquire);
             if cur & !tid::LOCK != r.observed
@@ -141,6 +142,7 @@ impl<S: Store> OccWorker<'_, S> {
                 t.maintain_secondary(w.key, had_old.then_some(&old[..]), new_row);
             }
             S::install_row(self.core, &mut self.local, t, &w, new_row, cts);
+            crate::sched::point();
             t.records.get(w.rid).tid.store(tid::make(cts, w.deleted()), Ordering::Release);
             self.writes[i].locked = None;
         }

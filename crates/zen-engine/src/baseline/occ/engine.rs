@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
-use parking_lot::{Mutex, RwLock};
+use crate::sched::{Mutex, RwLock};
 use zen_pmem::CounterSnapshot;
 
 use super::table::Table;

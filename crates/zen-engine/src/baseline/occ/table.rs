@@ -22,7 +22,7 @@ use std::ops::RangeInclusive;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::RwLock;
+use crate::sched::RwLock;
 
 use super::tid;
 use crate::api::TableId;

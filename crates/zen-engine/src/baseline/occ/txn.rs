@@ -309,6 +309,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
             self.reads.push(ReadItem { table: table.0, rid, observed: cur & !tid::LOCK });
             return Err(duplicate());
         }
+        crate::sched::point();
         if tid::is_locked(cur)
             || word
                 .compare_exchange(cur, cur | tid::LOCK, Ordering::AcqRel, Ordering::Acquire)
@@ -412,6 +413,9 @@ impl<'e, S: Store> OccWorker<'e, S> {
 
 #[inline]
 pub(super) fn backoff(spin: u32) {
+    if crate::sched::point() {
+        return;
+    }
     if spin % 1024 == 1023 {
         std::thread::yield_now();
     } else {

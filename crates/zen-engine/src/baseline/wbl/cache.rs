@@ -13,7 +13,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 
-use parking_lot::Mutex;
+use crate::sched::Mutex;
 
 use crate::baseline::occ::table::{ChunkDir, MAX_CHUNKS};
 

@@ -27,8 +27,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use crate::sched::Mutex;
 use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
 use zen_pmem::{PmemBackend, Pool};
 
 use super::layout::WblRecord;

@@ -43,7 +43,9 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         for _ in 0..EXCLUSIVE_WAIT_LIMIT {
             match self.s.adaptive.holder() {
                 Some(w) if w != self.id => {
-                    std::thread::sleep(std::time::Duration::from_micros(10));
+                    if !crate::sched::point() {
+                        std::thread::sleep(std::time::Duration::from_micros(10));
+                    }
                 }
                 _ => return Ok(()),
             }
@@ -276,7 +278,9 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                     // bounded; give the stage up rather than hang.
                     return Err(Error::Abort(AbortReason::Exclusive));
                 }
-                std::thread::yield_now();
+                if !crate::sched::point() {
+                    std::thread::yield_now();
+                }
             }
         }
         Ok(())

@@ -8,7 +8,7 @@ use super::scan::ZenTxn;
 use super::{GC_BATCH, ReadItem, SPIN_LIMIT, WriteKind, ZenWorker, backoff};
 use crate::api::{CacheStats, CommitInfo, Durability, EngineWorker, Transaction, TxnOptions};
 use crate::cc::{Protocol, silo};
-use crate::config::Fault;
+use crate::config::{Fault, RaceFault};
 use crate::error::{AbortReason, Error, Result};
 use crate::heap::{self, SlotHeader};
 use crate::zen::Shared;
@@ -55,6 +55,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         );
         self.last_cts = cts;
         let durable = self.persist_new_versions(cts);
+        crate::sched::point();
         if P::TICTOC {
             self.s.tictoc_high.fetch_max(logical, Ordering::AcqRel);
         }
@@ -181,8 +182,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         for w in &self.writes {
             let (loc, _) = w.locked.expect("locked at commit");
             let (owner, idx) = loc_entry(loc).expect("locked records are cached");
-            let rts = self.tables[w.table as usize].caches[owner].entry(idx).cc[2]
-                .load(Ordering::Acquire);
+            let rts =
+                self.tables[w.table as usize].caches[owner].entry(idx).cc[2].load(Ordering::SeqCst);
             ts = ts.max(rts + 1);
         }
         ts
@@ -210,12 +211,24 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             if word & silo::LOCK != 0 {
                 return false;
             }
-            if e.cc[2].compare_exchange(rts, commit_ts, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            crate::sched::point();
+            if e.cc[2].compare_exchange(rts, commit_ts, Ordering::SeqCst, Ordering::Acquire).is_ok()
             {
                 self.s.tictoc_high.fetch_max(commit_ts, Ordering::AcqRel);
-                // Re-check that no writer slipped in between (its install
-                // changes the version word).
-                return e.cc[0].load(Ordering::Acquire) & !silo::LOCK == r.observed;
+                // Re-check that no writer slipped in between: its install
+                // changes the version word, and a writer that locked the
+                // record after our lock check may have read the rts before
+                // this extension, so its commit timestamp need not be above
+                // ours: any lock now fails the read. (The lock CAS and this
+                // load, and the extension and the writer's rts load, are
+                // SeqCst: one of the two sides sees the other.) The lock
+                // case let write skews commit before (found by the shuttle
+                // schedules, `tests/schedules.rs`).
+                let now = e.cc[0].load(Ordering::SeqCst);
+                if self.race(RaceFault::TictocExtendUnderLock) {
+                    return now & !silo::LOCK == r.observed;
+                }
+                return now == r.observed;
             }
         }
     }
@@ -231,7 +244,16 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         let Some((w, idx)) = loc_entry(r.loc) else { return true };
         let mine =
             self.writes.iter().any(|x| x.table == r.table && x.rid == r.rid && x.locked.is_some());
+        // A multi-version install points the record at its new head *before*
+        // it unlocks the old head with the old head's word unchanged (the
+        // version stays valid for older snapshots), so the unlocked, unchanged
+        // word alone does not prove the version is still the newest: the
+        // location is checked again after the word (found by the shuttle
+        // schedules, `tests/schedules.rs`: hekaton committed write
+        // skews before).
         silo::still_valid(&t.caches[w].entry(idx).cc[0], r.observed, mine)
+            && (self.race(RaceFault::NoLocationRecheck)
+                || t.records.loc(r.rid).load(Ordering::Acquire) == r.loc)
     }
 
     /// Take a free heap slot for every write; pages come from the pool.
@@ -371,6 +393,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         fence(Ordering::Release);
         let data = std::mem::take(&mut self.write_data);
         for i in 0..self.writes.len() {
+            crate::sched::point();
             let w = self.writes[i];
             let t = self.tables[w.table as usize].clone();
             let (loc, prev) = w.locked.expect("locked at commit");
@@ -424,6 +447,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                     entry.cc[1].store(logical, Ordering::Release);
                     entry.cc[2].store(logical, Ordering::Release);
                 }
+                crate::sched::point();
                 entry.cc[0].store(silo::tid(cts, deleted), Ordering::Release);
             }
             self.writes[i].locked = None;
@@ -575,6 +599,12 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     #[inline]
     fn fault(&self, f: Fault) -> bool {
         self.s.config.fault == Some(f)
+    }
+
+    /// Is the injected race `f` switched on (schedule tests only)?
+    #[inline]
+    fn race(&self, f: RaceFault) -> bool {
+        self.s.config.race_fault == Some(f)
     }
 }
 

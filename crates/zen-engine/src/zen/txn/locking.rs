@@ -86,6 +86,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 if next == cur {
                     return Ok(true);
                 }
+                crate::sched::point();
                 if word.compare_exchange(cur, next, Ordering::AcqRel, Ordering::Acquire).is_ok() {
                     if !mine {
                         self.locks.push((t.id.0, loc));
@@ -143,6 +144,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         for (table, loc) in self.locks.drain(..) {
             let (w, idx) = loc_entry(loc).expect("2PL locks cached entries");
             let word = &self.tables[table as usize].caches[w].entry(idx).cc[1];
+            crate::sched::point();
             if word.load(Ordering::Acquire) & EXCLUSIVE != 0 {
                 word.store(0, Ordering::Release);
             } else {
@@ -150,6 +152,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             }
         }
         for p in self.partitions.drain(..) {
+            crate::sched::point();
             self.s.partition_locks[p].store(0, Ordering::Release);
         }
         if P::LOCKING.is_some() || P::PARTITIONED {
@@ -180,6 +183,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         let word = &self.s.partition_locks[p];
         let mine = self.s.lock_priority[self.id].load(Ordering::Acquire);
         for spin in 0..SPIN_LIMIT {
+            crate::sched::point();
             match word.compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
                     self.partitions.push(p);

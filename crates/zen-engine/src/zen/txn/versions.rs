@@ -120,6 +120,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         e.cc[0].store(silo::ABSENT, Ordering::Relaxed);
         let mine = loc_cached(self.id, idx);
         let locw = t.records.loc(rid);
+        crate::sched::point();
         if locw.compare_exchange(LOC_EMPTY, mine, Ordering::AcqRel, Ordering::Acquire).is_err() {
             e.record.store(0, Ordering::Relaxed);
             region.free_unpublished(idx);
@@ -130,6 +131,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// Detach every version below `newer` (V2) and retire them.
     pub(super) fn cut_chain(&mut self, t: &Table, newer: &Entry) {
         let below = newer.cc[2].load(Ordering::Acquire);
+        crate::sched::point();
         if below == 0
             || newer.cc[2].compare_exchange(below, 0, Ordering::AcqRel, Ordering::Acquire).is_err()
         {

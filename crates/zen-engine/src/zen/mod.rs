@@ -87,6 +87,8 @@ pub struct Shared<B: PmemBackend> {
     pub numa: Option<crate::numa::Numa>,
     /// Zen+ adaptive execution: G-EX, begin timestamps, counters (`adaptive.rs`).
     pub adaptive: adaptive::Adaptive,
+    /// Heap pages allocated so far (spreads `naive` mode over per-node files).
+    pub heap_pages_allocated: AtomicU64,
 }
 
 /// The Zen engine on backend `B` with concurrency-control protocol `P`.
@@ -109,6 +111,7 @@ impl<B: PmemBackend, P: Protocol> ZenEngine<B, P> {
 
     /// Build an empty engine on a freshly formatted pool.
     pub fn create_on(pool: Pool<B>, config: &EngineConfig) -> Result<Self> {
+        numa::check_pool_nodes(&pool, config)?;
         if pool.catalog_root().is_some() {
             return Err(Error::InvalidConfig(format!(
                 "{}: pool already holds a catalog; open it instead",
@@ -134,6 +137,7 @@ impl<B: PmemBackend, P: Protocol> ZenEngine<B, P> {
 
     /// Recover an engine from an opened pool (Alg. 2).
     pub fn open_on(pool: Pool<B>, config: &EngineConfig) -> Result<Self> {
+        numa::check_pool_nodes(&pool, config)?;
         let shared = recovery::recover(pool, config)?;
         Ok(ZenEngine { shared: Arc::new(shared), protocol: std::marker::PhantomData })
     }
@@ -156,8 +160,13 @@ impl<B: PmemBackend, P: Protocol> ZenEngine<B, P> {
 }
 
 pub fn backend_options(config: &EngineConfig) -> zen_pmem::BackendOptions {
+    let members = match (&config.pool, config.pool_per_node) {
+        (Some(pool), Some(count)) => zen_pmem::pool::member_paths(pool, count),
+        _ => Vec::new(),
+    };
     zen_pmem::BackendOptions {
-        path: config.pool.clone(),
+        path: members.first().cloned().or_else(|| config.pool.clone()),
+        members,
         domain: config.domain,
         latency: config.latency,
     }
@@ -203,6 +212,7 @@ impl<B: PmemBackend> Shared<B> {
             tictoc_high: AtomicU64::new(0),
             validation: Mutex::new(()),
             numa: crate::numa::Numa::new(&config.numa, regions.max(config.max_workers)),
+            heap_pages_allocated: AtomicU64::new(0),
             adaptive: adaptive::Adaptive::new(regions),
         }
     }
@@ -315,7 +325,7 @@ impl<B: PmemBackend> Shared<B> {
     pub(crate) fn allocate_heap_page(&self, worker: usize, table: &Table) -> Result<(u64, u64)> {
         let thread = Self::thread_of(worker);
         let owner = PageOwner { table: table.id.0, worker: worker as u16 };
-        let page = self.pool.allocate_page(thread, owner)?;
+        let page = self.pool.allocate_page_on(thread, owner, self.home_member(worker))?;
         self.page_worker[page as usize].store(worker as u32, Ordering::Release);
         let offset = self.pool.page_offset(page);
         let p = self.pool.persister(thread);

@@ -166,11 +166,9 @@ impl<B: PmemBackend> Pool<B> {
         let path = backend_opts.path_or_memory();
         opts.validate(&path, len)?;
         let count = backend_opts.members.len() as u64;
-        let len = if count == 0 {
-            len
-        } else {
-            let member_pages = len / opts.page_size / count;
-            if member_pages < 2 {
+        let len = match (len / opts.page_size).checked_div(count) {
+            None => len,
+            Some(member_pages) if member_pages < 2 => {
                 return Err(PmemError::TooSmall {
                     path,
                     requested: len,
@@ -179,7 +177,7 @@ impl<B: PmemBackend> Pool<B> {
                     page_size: opts.page_size,
                 });
             }
-            member_pages * count * opts.page_size
+            Some(member_pages) => member_pages * count * opts.page_size,
         };
         let backend = B::create(backend_opts, len)?;
         Pool::format(backend, opts)
@@ -354,7 +352,7 @@ impl<B: PmemBackend> Pool<B> {
 
     /// Page 0, or the first page of a member (its member header).
     fn is_header_page(&self, page: u64) -> bool {
-        page == 0 || (self.members.len() > 1 && page % self.members[0].pages == 0)
+        page == 0 || (self.members.len() > 1 && page.is_multiple_of(self.members[0].pages))
     }
 
     fn corrupt_entry(&self, page: u64, raw: u64) -> PmemError {

@@ -89,6 +89,8 @@ pub struct Shared<B: PmemBackend> {
     pub adaptive: adaptive::Adaptive,
     /// Heap pages allocated so far (spreads `naive` mode over per-node files).
     pub heap_pages_allocated: AtomicU64,
+    /// `mbind` of cache regions, on real NUMA nodes only (`numa/bind.rs`).
+    pub memory_binder: Option<Arc<crate::numa::MemoryBinder>>,
 }
 
 /// The Zen engine on backend `B` with concurrency-control protocol `P`.
@@ -185,6 +187,10 @@ impl<B: PmemBackend> Shared<B> {
         let per_worker =
             |v: u64| (0..regions).map(|_| CachePadded::new(AtomicU64::new(v))).collect();
         let budget = config.cache_bytes(data_bytes);
+        let numa = crate::numa::Numa::new(&config.numa, regions.max(config.max_workers));
+        let memory_binder = numa.as_ref().filter(|n| n.layout.real).map(|_| {
+            Arc::new(crate::numa::MemoryBinder::new(crate::numa::Topology::detect_node_ids()))
+        });
         Shared {
             page_worker: (0..pool.page_count()).map(|_| AtomicU32::new(u32::MAX)).collect(),
             pool,
@@ -211,8 +217,9 @@ impl<B: PmemBackend> Shared<B> {
                 .collect(),
             tictoc_high: AtomicU64::new(0),
             validation: Mutex::new(()),
-            numa: crate::numa::Numa::new(&config.numa, regions.max(config.max_workers)),
+            numa,
             heap_pages_allocated: AtomicU64::new(0),
+            memory_binder,
             adaptive: adaptive::Adaptive::new(regions),
         }
     }
@@ -299,14 +306,20 @@ impl<B: PmemBackend> Shared<B> {
             .position(|n| *n == schema.name)
             .map_or(u32::MAX - 1024 + index as u32, |p| p as u32);
         let capacity = self.region_capacity(schema.row_size());
-        Table::new(
+        let table = Table::new(
             TableId(index as u32),
             schema,
             self.regions,
             capacity,
             self.pool.page_size(),
             rank,
-        )
+        );
+        if let (Some(binder), Some(numa)) = (&self.memory_binder, &self.numa) {
+            for (region, cache) in table.caches.iter().enumerate() {
+                cache.bind_to_node(Arc::clone(binder), numa.layout.node_of(region));
+            }
+        }
+        table
     }
 
     /// Durably raise worker `w`'s commit floor to at least `cts` (flushed, not fenced).

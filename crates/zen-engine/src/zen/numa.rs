@@ -92,6 +92,22 @@ impl<B: PmemBackend> Shared<B> {
             let owner = o.load(Ordering::Relaxed);
             (owner != u32::MAX).then_some((page as u64, owner))
         });
-        Some(numa.stats(owners))
+        let mut stats = numa.stats(owners);
+        if self.pool.members().len() > 1 {
+            // A per-node pool's pages are homed by the file they live in.
+            stats.pages_per_node = vec![0; numa.nodes()];
+            for (page, o) in self.page_worker.iter().enumerate() {
+                if o.load(Ordering::Relaxed) != u32::MAX {
+                    let member = self.pool.page_member(page as u64);
+                    if let Some(n) = stats.pages_per_node.get_mut(member) {
+                        *n += 1;
+                    }
+                }
+            }
+        }
+        if let Some(binder) = &self.memory_binder {
+            stats.memory_binding = binder.report();
+        }
+        Some(stats)
     }
 }

@@ -97,6 +97,9 @@ pub struct EngineArgs {
     /// Pool size when creating, e.g. 4GiB (default: 4 × the estimated data size, at least 1 GiB).
     #[arg(long)]
     pub pool_size: Option<String>,
+    /// Split the pool into one member file per NUMA node (fs, emu, dax): `--pool P` names them P.node0, P.node1, ..., or replaces `{node}` in P (e.g. /mnt/pmem{node}/zen.pool, one fsdax mount per node). A node's heap pages come from its file.
+    #[arg(long)]
+    pub pool_per_node: bool,
     /// DRAM budget of the Met-Cache, e.g. 256MiB (default 256MiB).
     #[arg(long, conflicts_with = "dram_ratio")]
     pub cache_size: Option<String>,
@@ -334,6 +337,9 @@ pub struct PoolArgs {
     /// Backend the pool lives on: fs, emu or dax.
     #[arg(long, default_value = "fs")]
     pub pmem: String,
+    /// The pool is split into per-node member files named after --pool (P.node0, ... or `{node}` replaced); their count is read from the first.
+    #[arg(long)]
+    pub pool_per_node: bool,
     /// Engine design of the pool.
     #[arg(long, default_value = "zen")]
     pub engine: String,
@@ -350,6 +356,9 @@ pub struct InspectArgs {
     /// The pool file (opened with the fs backend; only the clean-shutdown flag is touched).
     #[arg(long)]
     pub pool: PathBuf,
+    /// The pool is split into per-node member files named after --pool (P.node0, ... or `{node}` replaced).
+    #[arg(long)]
+    pub pool_per_node: bool,
     /// Output: text or json.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

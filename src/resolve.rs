@@ -142,6 +142,12 @@ pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<Eng
                 * PAGE_BYTES
         }
     };
+    let pool_per_node = if args.pool_per_node {
+        Some(per_node_count(args, pmem, request.pool.as_deref(), request.create)?)
+    } else {
+        refuse_member_names(pmem, request.pool.as_deref(), request.create)?;
+        None
+    };
     let pool = if pmem == BackendKind::Dram { None } else { request.pool };
     let adaptive = match args.adaptive.as_str() {
         "on" => true,
@@ -154,6 +160,7 @@ pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<Eng
         cc: cc_kind(&args.cc)?,
         pmem,
         pool,
+        pool_per_node,
         pool_size_bytes,
         latency,
         domain,
@@ -173,6 +180,60 @@ pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<Eng
     };
     config.validate()?;
     Ok(config)
+}
+
+/// How many member files `--pool-per-node` means: one per NUMA node when
+/// creating (`--numa-nodes`, else the machine's nodes); when opening, the
+/// count the pool's first member records, which must match `--numa-nodes`
+/// when given (with NUMA off, the members are used as one pool).
+fn per_node_count(
+    args: &EngineArgs,
+    pmem: BackendKind,
+    pool: Option<&std::path::Path>,
+    create: bool,
+) -> CliResult<usize> {
+    if !matches!(pmem, BackendKind::Fs | BackendKind::Emu | BackendKind::Dax) {
+        return Err(CliError::usage(format!(
+            "--pool-per-node splits the pool into files: it needs --pmem fs, emu or dax, not --pmem {}",
+            pmem.name()
+        )));
+    }
+    let Some(pool) = pool else {
+        return Err(CliError::usage("--pool-per-node needs --pool PATH".to_string()));
+    };
+    if create {
+        let machine = || zen_engine::numa::Topology::detect().nodes.len();
+        return Ok(args.numa.numa_nodes.unwrap_or_else(machine));
+    }
+    let count = zen_pmem::pool::member_count(pool)?;
+    match args.numa.numa_nodes {
+        Some(nodes) if nodes != count => Err(CliError::usage(format!(
+            "{}: the per-node pool has {count} member files (one per NUMA node) but --numa-nodes is {nodes}; run with --numa-nodes {count}",
+            pool.display()
+        ))),
+        _ => Ok(count),
+    }
+}
+
+/// Opening `P` that does not exist while `P.node0` does: the user forgot
+/// `--pool-per-node`; say so instead of "no such file".
+fn refuse_member_names(
+    pmem: BackendKind,
+    pool: Option<&std::path::Path>,
+    create: bool,
+) -> CliResult {
+    let Some(pool) = pool.filter(|_| !create && pmem != BackendKind::Dram) else {
+        return Ok(());
+    };
+    let first = zen_pmem::pool::member_paths(pool, 1).remove(0);
+    if !pool.exists() && first.exists() {
+        return Err(CliError::usage(format!(
+            "{}: no such file, but {} is there: a per-node pool; add --pool-per-node",
+            pool.display(),
+            first.display()
+        )));
+    }
+    Ok(())
 }
 
 /// A seed from the clock and the process id when `--seed` is absent.

@@ -12,7 +12,13 @@ use crate::error::{CliError, CliResult};
 
 pub fn inspect(args: &InspectArgs) -> CliResult {
     crate::commands::pool::refuse_csv(args.format, "inspect")?;
-    let pool = Pool::<FsBackend>::open(&BackendOptions::new(&args.pool))?;
+    let options = if args.pool_per_node {
+        let count = zen_pmem::pool::member_count(&args.pool)?;
+        BackendOptions::per_node(zen_pmem::pool::member_paths(&args.pool, count))
+    } else {
+        BackendOptions::new(&args.pool)
+    };
+    let pool = Pool::<FsBackend>::open(&options)?;
     let info = pool.info();
     pool.close()?;
     let info = info?;
@@ -34,6 +40,18 @@ pub fn inspect(args: &InspectArgs) -> CliResult {
         "clean shutdown  {}",
         if info.was_clean_shutdown { "yes" } else { "no (it will be recovered)" }
     );
+    if info.members.len() > 1 {
+        println!("member files    (one per NUMA node)");
+        for (node, m) in info.members.iter().enumerate() {
+            println!(
+                "  node {node}: {} (pages {}..{}, {} free)",
+                m.path,
+                m.first_page,
+                m.first_page + m.pages,
+                m.free_pages
+            );
+        }
+    }
     println!("pages by owner  (table, worker): pages");
     for o in &info.pages_by_owner {
         let table =

@@ -121,6 +121,7 @@ fn pool_engine_config(p: &PoolArgs, command: &str) -> CliResult<EngineConfig> {
         nvm_profile: None,
         persistence_domain: "adr".into(),
         pool_size: None,
+        pool_per_node: p.pool_per_node,
         cache_size: None,
         dram_ratio: None,
         durability: "immediate".into(),

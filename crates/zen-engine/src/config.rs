@@ -263,6 +263,11 @@ pub struct EngineConfig {
     pub pmem: BackendKind,
     /// Pool file for file backends.
     pub pool: Option<PathBuf>,
+    /// Split the pool into this many per-node member files named after
+    /// `pool` (`zen_pmem::pool::member_paths`: `{node}` replaced, else
+    /// `.node<N>` appended), one per NUMA node (`--pool-per-node`); heap
+    /// pages of a node's workers come from its file. `None`: one file.
+    pub pool_per_node: Option<usize>,
     /// Pool size in bytes when creating (default 1 GiB).
     pub pool_size_bytes: u64,
     /// Pool page size when creating (default 2 MiB).
@@ -340,6 +345,7 @@ impl Default for EngineConfig {
             cc: CcKind::Silo,
             pmem: BackendKind::Dram,
             pool: None,
+            pool_per_node: None,
             pool_size_bytes: 1 << 30,
             page_size_bytes: 2 << 20,
             latency: NvmProfile::Optane.model(),
@@ -396,6 +402,20 @@ impl EngineConfig {
             && self.pool.is_none()
         {
             return bad(format!("--pmem {} needs --pool PATH", self.pmem.name()));
+        }
+        if let Some(n) = self.pool_per_node {
+            if !matches!(self.pmem, BackendKind::Dax | BackendKind::Fs | BackendKind::Emu) {
+                return bad(format!(
+                    "--pool-per-node needs member files: --pmem fs, emu or dax, not --pmem {}",
+                    self.pmem.name()
+                ));
+            }
+            if n == 0 || n as u64 > zen_pmem::header::MAX_MEMBERS {
+                return bad(format!(
+                    "--pool-per-node: {n} member files is outside 1..={}",
+                    zen_pmem::header::MAX_MEMBERS
+                ));
+            }
         }
         if !self.create && !self.pmem.is_reopenable() {
             return bad(format!("a `{}` pool cannot be reopened", self.pmem.name()));

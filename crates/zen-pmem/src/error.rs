@@ -62,6 +62,26 @@ pub enum PmemError {
         "{path}: not on a DAX file system (MAP_SYNC refused: {source}); use --pmem fs for ordinary files"
     )]
     NotDax { path: PathBuf, source: io::Error },
+    #[error("{path}: not a member file of a per-node pool: {detail}")]
+    BadMemberHeader { path: PathBuf, detail: String },
+    #[error("{path}: belongs to another pool (uuid {found}); this per-node pool is {expected}")]
+    ForeignMember { path: PathBuf, expected: String, found: String },
+    #[error(
+        "{path}: holds member {found} of the per-node pool but was given as member {expected}; were the files swapped or renamed?"
+    )]
+    SwappedMember { path: PathBuf, expected: u64, found: u64 },
+    #[error(
+        "{path}: the per-node pool has {in_pool} member files (one per NUMA node) but {given} were given; run with --numa-nodes {in_pool}"
+    )]
+    MemberCount { path: PathBuf, in_pool: u64, given: u64 },
+    #[error("{path}: member file is {actual} bytes, the pool needs exactly {expected}")]
+    MemberSize { path: PathBuf, expected: u64, actual: u64 },
+    #[error(
+        "{path}: is member {index} of a per-node pool of {count} files; open the pool with --pool-per-node"
+    )]
+    PerNodeMember { path: PathBuf, index: u64, count: u64 },
+    #[error("{path}: is a single-file pool, not a per-node one; open it without --pool-per-node")]
+    NotPerNode { path: PathBuf },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
 }

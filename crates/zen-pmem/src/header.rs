@@ -11,8 +11,30 @@
 //!     56     8  checksum         low 32 bits: crc32c(bytes 0..56); high 32 bits: their complement
 //!     64     8  catalog_root     0 = none, else page | (!page << 32)  (self-checking, one atomic store)
 //!     72     8  clean_shutdown   CLEAN_SHUTDOWN after a clean close, 0 while open or after a crash
-//!     80  4016  reserved         zero
+//!     80  1968  reserved         zero
+//!   2048    64  member header    per-node pools only (FEATURE_PER_NODE), see below
+//!   2112  1984  reserved         zero
 //!   4096     …  page table       page_count × 8 bytes (see `page_table.rs`)
+//! ```
+//!
+//! PER-NODE POOLS (`FEATURE_PER_NODE`) are striped over `count` member files
+//! of `member_pages` pages each, mapped back to back as one address range:
+//! pool page p lives in member `p / member_pages`, at file offset
+//! `(p mod member_pages) · page_size`. File 0 holds the header above and the
+//! page table; every member's first page (page 0 for member 0, a reserved
+//! page owned by the system table for the others) carries a member header
+//! at byte 2048, so a missing, swapped, foreign or truncated member is
+//! refused before anything is written:
+//!
+//! ```text
+//! offset  size  field            notes
+//!   2048     8  magic            b"ZENMEMB1"
+//!   2056    16  uuid             the pool's uuid (header bytes 40..56)
+//!   2072     8  index            this member's position, 0..count
+//!   2080     8  count            members in the pool
+//!   2088     8  member_pages     pages per member (all members are equal)
+//!   2096     8  page_size        the pool's page size
+//!   2104     8  checksum         as the header's, over bytes 2048..2104
 //! ```
 //!
 //! The checksum covers the words that never change after create. The two
@@ -26,8 +48,10 @@ use crate::error::{PmemError, Result};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"ZENPOOL1");
 pub const FORMAT_VERSION: u32 = 1;
-/// Feature flags this build understands (none yet; bit 0 reserved for future use).
-pub const KNOWN_FEATURES: u64 = 0;
+/// The pool is striped over per-node member files (bit 0 stays reserved).
+pub const FEATURE_PER_NODE: u64 = 1 << 1;
+/// Feature flags this build understands.
+pub const KNOWN_FEATURES: u64 = FEATURE_PER_NODE;
 pub const CLEAN_SHUTDOWN: u64 = u64::from_le_bytes(*b"CLEAN_SD");
 
 pub const OFF_MAGIC: u64 = 0;
@@ -43,6 +67,13 @@ pub const OFF_CLEAN_SHUTDOWN: u64 = 72;
 pub const HEADER_BYTES: u64 = 80;
 /// Where the page table starts inside page 0.
 pub const PAGE_TABLE_OFFSET: u64 = 4096;
+/// Where a member header sits inside a member's first page.
+pub const MEMBER_HEADER_OFFSET: u64 = 2048;
+pub const MEMBER_MAGIC: u64 = u64::from_le_bytes(*b"ZENMEMB1");
+/// Bytes a member file must have before its member header can be read.
+pub const MEMBER_HEADER_END: u64 = MEMBER_HEADER_OFFSET + 64;
+/// Most member files a per-node pool may have (one per NUMA node).
+pub const MAX_MEMBERS: u64 = 64;
 
 pub const DEFAULT_PAGE_SIZE: u64 = 2 << 20;
 pub const MIN_PAGE_SIZE: u64 = 64 << 10;
@@ -52,6 +83,8 @@ pub const MIN_PAGES: u64 = 3;
 
 const _: () = assert!(HEADER_BYTES <= PAGE_TABLE_OFFSET);
 const _: () = assert!(PAGE_TABLE_OFFSET < MIN_PAGE_SIZE);
+const _: () =
+    assert!(HEADER_BYTES <= MEMBER_HEADER_OFFSET && MEMBER_HEADER_END <= PAGE_TABLE_OFFSET);
 const _: () = assert!(MIN_PAGE_SIZE.is_power_of_two() && MAX_PAGE_SIZE.is_power_of_two());
 
 /// The decoded, validated immutable part of a header.
@@ -162,6 +195,63 @@ impl Header {
     pub fn uuid_string(&self) -> String {
         let h: String = self.uuid.iter().map(|b| format!("{b:02x}")).collect();
         format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    }
+}
+
+/// The decoded, validated member header of one file of a per-node pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberHeader {
+    pub uuid: [u8; 16],
+    pub index: u64,
+    pub count: u64,
+    pub member_pages: u64,
+    pub page_size: u64,
+}
+
+impl MemberHeader {
+    /// Encode the 64 bytes stored at `MEMBER_HEADER_OFFSET`.
+    pub fn encode(&self) -> [u8; 64] {
+        let mut b = [0u8; 64];
+        b[0..8].copy_from_slice(&MEMBER_MAGIC.to_le_bytes());
+        b[8..24].copy_from_slice(&self.uuid);
+        b[24..32].copy_from_slice(&self.index.to_le_bytes());
+        b[32..40].copy_from_slice(&self.count.to_le_bytes());
+        b[40..48].copy_from_slice(&self.member_pages.to_le_bytes());
+        b[48..56].copy_from_slice(&self.page_size.to_le_bytes());
+        let sum = checksum_word(&b);
+        b[56..64].copy_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    /// Decode the 64 bytes read at `MEMBER_HEADER_OFFSET` of the member file
+    /// `path`. Checks magic, checksum and ranges only; whether the member
+    /// belongs where it was found is the pool's business (`Pool::open_on`).
+    pub fn decode(path: &Path, bytes: &[u8; 64]) -> Result<MemberHeader> {
+        let bad = |detail: String| PmemError::BadMemberHeader { path: path.to_path_buf(), detail };
+        let magic = word(bytes, 0);
+        if magic != MEMBER_MAGIC {
+            return Err(bad(format!("wrong member magic {magic:#018x}")));
+        }
+        let (stored, computed) = (word(bytes, 56), checksum_word(bytes));
+        if stored != computed {
+            return Err(bad(format!(
+                "member header checksum mismatch (stored {:#010x}, computed {:#010x})",
+                stored as u32, computed as u32
+            )));
+        }
+        let mut uuid = [0u8; 16];
+        uuid.copy_from_slice(&bytes[8..24]);
+        let h = MemberHeader {
+            uuid,
+            index: word(bytes, 24),
+            count: word(bytes, 32),
+            member_pages: word(bytes, 40),
+            page_size: word(bytes, 48),
+        };
+        if !(1..=MAX_MEMBERS).contains(&h.count) || h.index >= h.count {
+            return Err(bad(format!("member {} of {} is out of range", h.index, h.count)));
+        }
+        Ok(h)
     }
 }
 

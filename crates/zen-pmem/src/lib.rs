@@ -25,11 +25,14 @@ pub mod sim;
 
 pub use backend::{
     BackendKind, BackendOptions, DaxBackend, DramBackend, EmuBackend, FsBackend, HeapBackend,
-    Marker, PersistenceDomain, PmemBackend,
+    Marker, MemberFile, PersistenceDomain, PmemBackend,
 };
 pub use counters::{CounterSnapshot, WorkerCounters};
 pub use error::{PmemError, Result};
 pub use latency::{LatencyModel, NvmProfile};
 pub use page_table::{PageOwner, SYSTEM_TABLE};
-pub use pool::{MAX_THREADS, OwnerPages, Persister, Pool, PoolInfo, PoolOptions, SYSTEM_THREAD};
+pub use pool::{
+    MAX_THREADS, MemberInfo, OwnerPages, Persister, Pool, PoolInfo, PoolMember, PoolOptions,
+    SYSTEM_THREAD,
+};
 pub use sim::{CrashMode, SimBackend};

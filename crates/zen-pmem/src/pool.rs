@@ -14,6 +14,13 @@
 //! leaves a page that is owned but holds stale bytes, or one that is both free
 //! and owned. Free pages are tracked in DRAM and rebuilt from the table on open.
 //!
+//! Per-node pools (`header.rs`, `backend/striped.rs`) split the page range
+//! into one run of pages per member file. The first page of every member
+//! but the first holds only its member header and is owned by the system
+//! table from create on (it never appears in `owned_pages`); free pages are
+//! kept per member, so [`Pool::allocate_page_on`] can hand a worker a page
+//! of its node's file.
+//!
 //! Thread slots: every thread that persists has a slot (`0..MAX_THREADS`) with
 //! its own counters and, in the simulator, its own flush marks. Slot
 //! [`SYSTEM_THREAD`] is used by pool bookkeeping (create, open, close).
@@ -105,6 +112,25 @@ pub struct PoolInfo {
     pub free_pages: u64,
     /// (table, worker, pages) for every owner, sorted.
     pub pages_by_owner: Vec<OwnerPages>,
+    /// Member files of a per-node pool (one, the pool file, otherwise).
+    pub members: Vec<MemberInfo>,
+}
+
+/// One member file of a pool and the pages it holds.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MemberInfo {
+    pub path: String,
+    pub first_page: u64,
+    pub pages: u64,
+    pub free_pages: u64,
+}
+
+/// Where a member's pages are: `first_page..first_page + pages`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolMember {
+    pub path: std::path::PathBuf,
+    pub first_page: u64,
+    pub pages: u64,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -120,8 +146,11 @@ pub struct Pool<B: PmemBackend> {
     header: Header,
     was_clean_shutdown: bool,
     counters: Box<[CachePadded<WorkerCounters>]>,
-    /// Free page ids, popped from the end (lowest id last pushed = first used).
-    free_pages: Mutex<Vec<u64>>,
+    /// Member files (one covering every page for a single-file pool).
+    members: Vec<PoolMember>,
+    /// Free page ids of each member, popped from the end (lowest id last
+    /// pushed = first used).
+    free_pages: Mutex<Vec<Vec<u64>>>,
     /// Whether anything beyond the open itself was written (see `mark_in_use`).
     in_use: AtomicBool,
     closed: bool,
@@ -129,8 +158,27 @@ pub struct Pool<B: PmemBackend> {
 
 impl<B: PmemBackend> Pool<B> {
     /// Create a backing store of `len` bytes with `opts` and format it.
+    ///
+    /// A per-node pool (`backend_opts.members`) gets `len` rounded down to
+    /// equal members of whole pages, each at least two pages (its header
+    /// page and one page to allocate).
     pub fn create(backend_opts: &BackendOptions, len: u64, opts: &PoolOptions) -> Result<Self> {
-        opts.validate(&backend_opts.path_or_memory(), len)?;
+        let path = backend_opts.path_or_memory();
+        opts.validate(&path, len)?;
+        let count = backend_opts.members.len() as u64;
+        let len = match (len / opts.page_size).checked_div(count) {
+            None => len,
+            Some(member_pages) if member_pages < 2 => {
+                return Err(PmemError::TooSmall {
+                    path,
+                    requested: len,
+                    min: 2 * count * opts.page_size,
+                    min_pages: 2 * count,
+                    page_size: opts.page_size,
+                });
+            }
+            Some(member_pages) => member_pages * count * opts.page_size,
+        };
         let backend = B::create(backend_opts, len)?;
         Pool::format(backend, opts)
     }
@@ -146,22 +194,50 @@ impl<B: PmemBackend> Pool<B> {
     /// their checksum, flush, fence; then the magic word (the commit word of
     /// create), flush, fence. A crash before the last fence leaves no magic,
     /// so the file is refused on open rather than half trusted.
+    ///
+    /// A per-node pool also gets, before that, a member header in every
+    /// member's first page and a system-owned page-table entry for each.
     pub fn format(backend: B, opts: &PoolOptions) -> Result<Self> {
         let page_count = opts.validate(backend.path(), backend.len())?;
+        if opts.features & header::FEATURE_PER_NODE != 0 {
+            return Err(PmemError::InvalidOption {
+                path: backend.path().to_path_buf(),
+                detail: "the per-node feature is set by the pool from its member files".into(),
+            });
+        }
+        let count = backend.members().len() as u64;
+        let per_node = if count == 0 { 0 } else { header::FEATURE_PER_NODE };
         let uuid: [u8; 16] = rand::random();
         let header = Header {
             format_version: header::FORMAT_VERSION,
-            features: opts.features,
+            features: opts.features | per_node,
             page_size: opts.page_size,
             page_count,
             uuid,
         };
-        let mut pool = Pool::with_header(backend, header, false);
+        let members = layout_members(&backend, &header);
+        let mut pool = Pool::with_header(backend, header, false, members);
         pool.mark_in_use();
         let p = pool.persister(SYSTEM_THREAD);
         let table_bytes = page_count * 8;
         p.write_zeros(header::PAGE_TABLE_OFFSET, table_bytes);
         p.write_u64_atomic(header::PAGE_TABLE_OFFSET, PageOwner::SYSTEM.encode());
+        if count > 0 {
+            for (index, m) in pool.members.iter().enumerate() {
+                let member = header::MemberHeader {
+                    uuid,
+                    index: index as u64,
+                    count,
+                    member_pages: m.pages,
+                    page_size: opts.page_size,
+                };
+                let at = m.first_page * opts.page_size + header::MEMBER_HEADER_OFFSET;
+                p.write(at, &member.encode());
+                p.flush(at, 64);
+                let entry = header::PAGE_TABLE_OFFSET + m.first_page * 8;
+                p.write_u64_atomic(entry, PageOwner::SYSTEM.encode());
+            }
+        }
         p.flush(header::PAGE_TABLE_OFFSET, table_bytes);
         let encoded = header.encode();
         p.write(8, &encoded[8..64]);
@@ -190,7 +266,19 @@ impl<B: PmemBackend> Pool<B> {
         }
         let mut bytes = [0u8; 64];
         backend.read(0, &mut bytes);
-        let header = Header::decode(&path, &bytes, len)?;
+        // The length is checked after the members, so that a short member
+        // file is named rather than the pool as a whole.
+        let header = match Header::decode(&path, &bytes, u64::MAX) {
+            Err(PmemError::BadMagic { found: 0, .. }) => {
+                return Err(misplaced_member_error(&backend, &path));
+            }
+            other => other?,
+        };
+        check_members(&backend, &header)?;
+        let expected = header.page_count * header.page_size;
+        if len < expected {
+            return Err(PmemError::Truncated { path, expected, actual: len });
+        }
         let root = backend.load_u64(header::OFF_CATALOG_ROOT);
         if let Err(detail) = header::decode_catalog_root(root) {
             return Err(PmemError::CorruptHeader { path, field: "catalog_root", detail });
@@ -203,7 +291,8 @@ impl<B: PmemBackend> Pool<B> {
                 detail: format!("{clean:#018x} is neither 0 nor the clean-shutdown word"),
             });
         }
-        let mut pool = Pool::with_header(backend, header, clean == header::CLEAN_SHUTDOWN);
+        let members = layout_members(&backend, &header);
+        let mut pool = Pool::with_header(backend, header, clean == header::CLEAN_SHUTDOWN, members);
         pool.rebuild_free_list()?;
         if clean != 0 {
             let p = pool.persister(SYSTEM_THREAD);
@@ -213,7 +302,12 @@ impl<B: PmemBackend> Pool<B> {
         Ok(pool)
     }
 
-    fn with_header(backend: B, header: Header, was_clean_shutdown: bool) -> Self {
+    fn with_header(
+        backend: B,
+        header: Header,
+        was_clean_shutdown: bool,
+        members: Vec<PoolMember>,
+    ) -> Self {
         let counters =
             (0..MAX_THREADS).map(|_| CachePadded::new(WorkerCounters::default())).collect();
         Pool {
@@ -221,7 +315,8 @@ impl<B: PmemBackend> Pool<B> {
             header,
             was_clean_shutdown,
             counters,
-            free_pages: Mutex::new(Vec::new()),
+            free_pages: Mutex::new(vec![Vec::new(); members.len()]),
+            members,
             in_use: AtomicBool::new(false),
             closed: false,
         }
@@ -231,21 +326,33 @@ impl<B: PmemBackend> Pool<B> {
         header::PAGE_TABLE_OFFSET + page * 8
     }
 
+    /// Rebuild the free lists from the page table; a header page (page 0 or
+    /// a member's first page) must be owned by the system table.
     fn rebuild_free_list(&mut self) -> Result<()> {
-        let mut free = Vec::new();
-        for page in (0..self.header.page_count).rev() {
-            let raw = self.backend.load_u64(self.entry_offset(page));
-            match page_table::decode_entry(raw) {
-                Ok(None) if page == 0 => {
-                    return Err(self.corrupt_entry(page, raw));
+        let mut free = vec![Vec::new(); self.members.len()];
+        for (index, m) in self.members.iter().enumerate() {
+            for page in (m.first_page..m.first_page + m.pages).rev() {
+                let raw = self.backend.load_u64(self.entry_offset(page));
+                match page_table::decode_entry(raw) {
+                    Ok(None) if self.is_header_page(page) => {
+                        return Err(self.corrupt_entry(page, raw));
+                    }
+                    Ok(Some(owner)) if self.is_header_page(page) && owner != PageOwner::SYSTEM => {
+                        return Err(self.corrupt_entry(page, raw));
+                    }
+                    Ok(None) => free[index].push(page),
+                    Ok(Some(_)) => {}
+                    Err(_) => return Err(self.corrupt_entry(page, raw)),
                 }
-                Ok(None) => free.push(page),
-                Ok(Some(_)) => {}
-                Err(_) => return Err(self.corrupt_entry(page, raw)),
             }
         }
         *self.free_pages.get_mut() = free;
         Ok(())
+    }
+
+    /// Page 0, or the first page of a member (its member header).
+    fn is_header_page(&self, page: u64) -> bool {
+        page == 0 || (self.members.len() > 1 && page.is_multiple_of(self.members[0].pages))
     }
 
     fn corrupt_entry(&self, page: u64, raw: u64) -> PmemError {
@@ -283,7 +390,23 @@ impl<B: PmemBackend> Pool<B> {
         self.was_clean_shutdown
     }
     pub fn free_page_count(&self) -> u64 {
-        self.free_pages.lock().len() as u64
+        self.free_pages.lock().iter().map(|f| f.len() as u64).sum()
+    }
+
+    /// The member files (one, covering every page, for a single-file pool).
+    pub fn members(&self) -> &[PoolMember] {
+        &self.members
+    }
+
+    /// Whether the pool is split into per-node member files.
+    pub fn is_per_node(&self) -> bool {
+        self.header.features & header::FEATURE_PER_NODE != 0
+    }
+
+    /// The member file that holds `page`.
+    pub fn page_member(&self, page: u64) -> usize {
+        assert!(page < self.header.page_count, "page {page} out of range");
+        (page / self.members[0].pages) as usize
     }
 
     /// A persister for thread slot `thread`.
@@ -316,8 +439,21 @@ impl<B: PmemBackend> Pool<B> {
     }
 
     /// Allocate a page for `owner`: zero it durably, then publish its entry (P1).
+    /// On a per-node pool the page comes from the first member with room.
     pub fn allocate_page(&self, thread: u32, owner: PageOwner) -> Result<u64> {
-        let page = self.free_pages.lock().pop().ok_or_else(|| PmemError::NoFreePage {
+        self.allocate_page_on(thread, owner, 0)
+    }
+
+    /// Allocate a page for `owner` from member `member` (a node's file),
+    /// or, when that member is full, from the next one with room: a page on
+    /// another node is slower, not wrong.
+    pub fn allocate_page_on(&self, thread: u32, owner: PageOwner, member: usize) -> Result<u64> {
+        let page = {
+            let mut free = self.free_pages.lock();
+            let n = free.len();
+            (0..n).find_map(|i| free[(member + i) % n].pop())
+        }
+        .ok_or_else(|| PmemError::NoFreePage {
             path: self.path().to_path_buf(),
             page_count: self.header.page_count,
             page_size: self.header.page_size,
@@ -336,7 +472,10 @@ impl<B: PmemBackend> Pool<B> {
 
     /// Durably release `page` (owned by `owner`) back to the free list.
     pub fn release_page(&self, thread: u32, page: u64, owner: PageOwner) -> Result<()> {
-        if page == 0 || page >= self.header.page_count || self.page_owner(page)? != Some(owner) {
+        if page >= self.header.page_count
+            || self.is_header_page(page)
+            || self.page_owner(page)? != Some(owner)
+        {
             return Err(PmemError::NotOwner {
                 path: self.path().to_path_buf(),
                 page,
@@ -349,7 +488,7 @@ impl<B: PmemBackend> Pool<B> {
         let entry = self.entry_offset(page);
         p.write_u64_atomic(entry, 0);
         p.persist(entry, 8);
-        self.free_pages.lock().push(page);
+        self.free_pages.lock()[self.page_member(page)].push(page);
         Ok(())
     }
 
@@ -359,10 +498,14 @@ impl<B: PmemBackend> Pool<B> {
         page_table::decode_entry(raw).map_err(|_| self.corrupt_entry(page, raw))
     }
 
-    /// Every owned page except page 0, in page order.
+    /// Every owned page except the header pages (page 0, members' first
+    /// pages), in page order.
     pub fn owned_pages(&self) -> Result<Vec<(u64, PageOwner)>> {
         let mut pages = Vec::new();
         for page in 1..self.header.page_count {
+            if self.is_header_page(page) {
+                continue;
+            }
             if let Some(owner) = self.page_owner(page)? {
                 pages.push((page, owner));
             }
@@ -391,7 +534,22 @@ impl<B: PmemBackend> Pool<B> {
                 .into_iter()
                 .map(|((table, worker), pages)| OwnerPages { table, worker, pages })
                 .collect(),
+            members: self.member_infos(),
         })
+    }
+
+    fn member_infos(&self) -> Vec<MemberInfo> {
+        let free = self.free_pages.lock();
+        self.members
+            .iter()
+            .zip(free.iter())
+            .map(|(m, f)| MemberInfo {
+                path: m.path.display().to_string(),
+                first_page: m.first_page,
+                pages: m.pages,
+                free_pages: f.len() as u64,
+            })
+            .collect()
     }
 
     /// Close cleanly: set the clean-shutdown word durably and sync the file.
@@ -429,6 +587,214 @@ impl<B: PmemBackend> Pool<B> {
     pub fn abandon(mut self) {
         self.closed = true;
     }
+}
+
+/// The member files of the per-node pool named `pool`, one per node: a
+/// `{node}` in the path is replaced by the node number
+/// (`/mnt/pmem{node}/zen.pool`, one fsdax mount per node), otherwise
+/// `.node<N>` is appended (`zen.pool.node0`, `zen.pool.node1`, ...).
+pub fn member_paths(pool: &Path, count: usize) -> Vec<std::path::PathBuf> {
+    (0..count)
+        .map(|node| match pool.to_str() {
+            Some(text) if text.contains("{node}") => {
+                text.replace("{node}", &node.to_string()).into()
+            }
+            _ => {
+                let mut name = pool.as_os_str().to_os_string();
+                name.push(format!(".node{node}"));
+                name.into()
+            }
+        })
+        .collect()
+}
+
+/// How many member files the per-node pool named `pool` has, read from its
+/// first member's header (reads only; typed errors name the file).
+pub fn member_count(pool: &Path) -> Result<usize> {
+    use std::io::Read;
+    let first = member_paths(pool, 1).remove(0);
+    let mut file = std::fs::File::open(&first).map_err(|e| PmemError::from_io(&first, e))?;
+    let mut bytes = vec![0u8; header::MEMBER_HEADER_END as usize];
+    let mut got = 0;
+    while got < bytes.len() {
+        match file.read(&mut bytes[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) => return Err(PmemError::from_io(&first, e)),
+        }
+    }
+    if got < bytes.len() {
+        return Err(PmemError::TooShort {
+            path: first,
+            len: got as u64,
+            min: header::MEMBER_HEADER_END,
+        });
+    }
+    let mut member = [0u8; 64];
+    member.copy_from_slice(&bytes[header::MEMBER_HEADER_OFFSET as usize..]);
+    let m = header::MemberHeader::decode(&first, &member)?;
+    Ok(m.count as usize)
+}
+
+/// The members' page ranges, from a validated header (`check_members` has
+/// made sure every member has `page_count / count` pages).
+fn layout_members<B: PmemBackend>(backend: &B, header: &Header) -> Vec<PoolMember> {
+    let files = backend.members();
+    if files.is_empty() {
+        return vec![PoolMember {
+            path: backend.path().to_path_buf(),
+            first_page: 0,
+            pages: header.page_count,
+        }];
+    }
+    let pages = header.page_count / files.len() as u64;
+    (0..files.len() as u64)
+        .map(|i| PoolMember { path: files[i as usize].path.clone(), first_page: i * pages, pages })
+        .collect()
+}
+
+/// Check that the backend's member files are exactly this pool's members,
+/// in order, with their full length; reads only. Single-file pools pass
+/// when the header does not ask for members.
+fn check_members<B: PmemBackend>(backend: &B, header: &Header) -> Result<()> {
+    let files = backend.members();
+    let per_node = header.features & header::FEATURE_PER_NODE != 0;
+    if files.is_empty() {
+        if !per_node {
+            return Ok(());
+        }
+        let path = backend.path().to_path_buf();
+        if backend.len() < header::MEMBER_HEADER_END {
+            return Err(PmemError::TooShort {
+                path,
+                len: backend.len(),
+                min: header::MEMBER_HEADER_END,
+            });
+        }
+        let member = read_member_header(backend, 0, &path)?;
+        return Err(PmemError::PerNodeMember { path, index: 0, count: member.count });
+    }
+    if !per_node {
+        return Err(PmemError::NotPerNode { path: files[0].path.clone() });
+    }
+    if let Some(short) = files.iter().find(|f| f.len < header::MEMBER_HEADER_END) {
+        return Err(PmemError::TooShort {
+            path: short.path.clone(),
+            len: short.len,
+            min: header::MEMBER_HEADER_END,
+        });
+    }
+    let given = files.len() as u64;
+    let first = read_member_header(backend, 0, &files[0].path)?;
+    check_member_of(&first, header, &files[0].path, 0)?;
+    if first.count != given {
+        return Err(PmemError::MemberCount {
+            path: files[0].path.clone(),
+            in_pool: first.count,
+            given,
+        });
+    }
+    let member_bytes = first.member_pages * header.page_size;
+    for (index, file) in files.iter().enumerate() {
+        let index = index as u64;
+        let member = read_member_header(backend, file.offset, &file.path)?;
+        check_member_of(&member, header, &file.path, index)?;
+        if member.count != given || member.member_pages != first.member_pages {
+            return Err(PmemError::BadMemberHeader {
+                path: file.path.clone(),
+                detail: format!(
+                    "says {} members of {} pages; member 0 says {given} of {}",
+                    member.count, member.member_pages, first.member_pages
+                ),
+            });
+        }
+        if file.len < member_bytes {
+            return Err(PmemError::Truncated {
+                path: file.path.clone(),
+                expected: member_bytes,
+                actual: file.len,
+            });
+        }
+        if file.len != member_bytes || file.offset != index * member_bytes {
+            return Err(PmemError::MemberSize {
+                path: file.path.clone(),
+                expected: member_bytes,
+                actual: file.len,
+            });
+        }
+    }
+    if given * first.member_pages != header.page_count {
+        return Err(PmemError::CorruptHeader {
+            path: files[0].path.clone(),
+            field: "page_count",
+            detail: format!(
+                "{} pages, but {given} members of {} pages",
+                header.page_count, first.member_pages
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn read_member_header<B: PmemBackend>(
+    backend: &B,
+    member_offset: u64,
+    path: &Path,
+) -> Result<header::MemberHeader> {
+    let mut bytes = [0u8; 64];
+    backend.read(member_offset + header::MEMBER_HEADER_OFFSET, &mut bytes);
+    header::MemberHeader::decode(path, &bytes)
+}
+
+/// `member`, read from `path`, must be member `index` of the pool `header`.
+fn check_member_of(
+    member: &header::MemberHeader,
+    header: &Header,
+    path: &Path,
+    index: u64,
+) -> Result<()> {
+    if member.uuid != header.uuid {
+        let found = Header { uuid: member.uuid, ..*header };
+        return Err(PmemError::ForeignMember {
+            path: path.to_path_buf(),
+            expected: header.uuid_string(),
+            found: found.uuid_string(),
+        });
+    }
+    if member.index != index {
+        return Err(PmemError::SwappedMember {
+            path: path.to_path_buf(),
+            expected: index,
+            found: member.index,
+        });
+    }
+    if member.page_size != header.page_size {
+        return Err(PmemError::BadMemberHeader {
+            path: path.to_path_buf(),
+            detail: format!(
+                "page size {} differs from the pool's {}",
+                member.page_size, header.page_size
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// A first file whose magic is zero: when it is a later member of a
+/// per-node pool, say so (opened alone, or given in the wrong place).
+fn misplaced_member_error<B: PmemBackend>(backend: &B, path: &Path) -> PmemError {
+    let first_len = backend.members().first().map_or(backend.len(), |m| m.len);
+    if first_len >= header::MEMBER_HEADER_END
+        && let Ok(m) = read_member_header(backend, 0, path)
+    {
+        let path = path.to_path_buf();
+        return if backend.members().is_empty() {
+            PmemError::PerNodeMember { path, index: m.index, count: m.count }
+        } else {
+            PmemError::SwappedMember { path, expected: 0, found: m.index }
+        };
+    }
+    PmemError::BadMagic { path: path.to_path_buf(), found: 0 }
 }
 
 impl<B: PmemBackend> Drop for Pool<B> {

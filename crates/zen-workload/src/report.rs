@@ -485,6 +485,24 @@ fn render_numa(n: &NumaSummary, out: &mut String) {
         group(m.remote_writes),
         m.penalty_ns as f64 / 1e9
     );
+    let b = &e.memory_binding;
+    if b.attempted {
+        let _ = writeln!(
+            out,
+            "numa memory       cache regions bound to their nodes (mbind {}): {} chunks, {:.1} MiB · {} failures{}",
+            b.policy.name(),
+            group(b.chunks_bound),
+            b.bound_bytes as f64 / (1 << 20) as f64,
+            b.failures,
+            b.first_error.as_ref().map_or(String::new(), |m| format!(" · warning: {m}"))
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "numa memory       virtual nodes: nothing bound (heap pages per node {:?})",
+            e.pages_per_node
+        );
+    }
     if let Some(r) = &n.run.route {
         let routed = (r.affinity + r.least_loaded + r.random).max(1) as f64;
         let _ = writeln!(

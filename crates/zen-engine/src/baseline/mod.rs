@@ -54,8 +54,13 @@ pub const BACKGROUND_THREAD: u32 = zen_pmem::MAX_THREADS as u32 - 1;
 
 /// Backend options of a configuration (path, persistence domain, latency).
 pub fn backend_options(config: &EngineConfig) -> zen_pmem::BackendOptions {
+    let members = match (&config.pool, config.pool_per_node) {
+        (Some(pool), Some(count)) => zen_pmem::pool::member_paths(pool, count),
+        _ => Vec::new(),
+    };
     zen_pmem::BackendOptions {
-        path: config.pool.clone(),
+        path: members.first().cloned().or_else(|| config.pool.clone()),
+        members,
         domain: config.domain,
         latency: config.latency,
     }

@@ -14,9 +14,9 @@
 //! A heap page's owner worker is already recorded (the pool's page table and
 //! `Shared::page_worker`), so homing needs no new persistent state and
 //! survives recovery: a page comes back homed where its owner runs. On
-//! virtual nodes the per-node page pools are this homing; on a real
-//! multi-node machine a page would also be bound (`mbind`) to its node's
-//! memory, which this build does not do (see `docs/design/numa.md`).
+//! virtual nodes the per-node page pools are this homing; a per-node pool
+//! (`--pool-per-node`) also takes each page from its home node's file, and
+//! on real nodes the cache regions are bound to their node (`bind.rs`).
 //!
 //! COUNTING. Each tuple access of a worker (reading a cache entry's row,
 //! reading a heap slot on a cache miss, writing a row into a cache entry,
@@ -125,6 +125,8 @@ pub struct NumaStats {
     /// Soft partitions: dynamic-mapping rounds and partitions moved so far.
     pub remap_rounds: u64,
     pub partitions_moved: u64,
+    /// `mbind` of the cache regions (real nodes only; `bind.rs`).
+    pub memory_binding: super::MemoryBindingReport,
 }
 
 /// The NUMA runtime of one engine: layout, homing, counters, partitioner.
@@ -252,6 +254,7 @@ impl Numa {
             pages_per_node,
             remap_rounds: rounds,
             partitions_moved: moved,
+            memory_binding: super::MemoryBinder::virtual_report(),
         }
     }
 }

@@ -14,16 +14,18 @@
 //! `accounting` (where memory lives, per-worker local/remote counters →
 //! [`Numa`]), `partition` (soft partitions, the shared map and access
 //! counts → [`SoftPartitioner`]), `assign` (Alg. 3, pure), `remap` (Alg. 4,
-//! pure).
+//! pure), `bind` (`mbind` of cache regions on real nodes → [`MemoryBinder`]).
 
 pub mod accounting;
 pub mod assign;
+pub mod bind;
 pub mod partition;
 pub mod remap;
 pub mod topology;
 
 pub use accounting::{Numa, NumaCounters, NumaStats};
 pub use assign::{Choice, choose_node};
+pub use bind::{MemoryBinder, MemoryBindingReport};
 pub use partition::{SoftPartitioner, partition_of};
 pub use remap::{RemapOutcome, map_partitions};
 pub use topology::{Layout, Topology};

@@ -43,25 +43,40 @@ impl Topology {
 
     /// Parse a sysfs node directory (`node0/cpulist`, `node1/cpulist`, ...).
     pub fn from_sysfs(root: &std::path::Path) -> Option<Topology> {
-        let mut found: Vec<(usize, Vec<usize>)> = Vec::new();
-        for entry in std::fs::read_dir(root).ok()? {
-            let entry = entry.ok()?;
-            let name = entry.file_name().into_string().ok()?;
-            let Some(id) = name.strip_prefix("node").and_then(|n| n.parse::<usize>().ok()) else {
-                continue;
-            };
-            let list = std::fs::read_to_string(entry.path().join("cpulist")).ok()?;
-            found.push((id, parse_cpulist(&list)?));
-        }
-        found.sort_by_key(|(id, _)| *id);
-        let nodes: Vec<Vec<usize>> =
-            found.into_iter().map(|(_, cpus)| cpus).filter(|c| !c.is_empty()).collect();
+        let nodes: Vec<Vec<usize>> = scan_sysfs(root)?.into_iter().map(|(_, c)| c).collect();
         (!nodes.is_empty()).then_some(Topology { nodes })
+    }
+
+    /// The kernel's number of each node of `detect()`, in the same order
+    /// (nodes without CPUs are skipped, so index and number may differ);
+    /// `[0]` when sysfs cannot be read.
+    pub fn detect_node_ids() -> Vec<usize> {
+        scan_sysfs(std::path::Path::new("/sys/devices/system/node"))
+            .map(|found| found.into_iter().map(|(id, _)| id).collect::<Vec<_>>())
+            .filter(|ids| !ids.is_empty())
+            .unwrap_or_else(|| vec![0])
     }
 
     pub fn cpus(&self) -> impl Iterator<Item = usize> + '_ {
         self.nodes.iter().flatten().copied()
     }
+}
+
+/// (kernel node number, CPUs) of every node with CPUs, in node order.
+fn scan_sysfs(root: &std::path::Path) -> Option<Vec<(usize, Vec<usize>)>> {
+    let mut found: Vec<(usize, Vec<usize>)> = Vec::new();
+    for entry in std::fs::read_dir(root).ok()? {
+        let entry = entry.ok()?;
+        let name = entry.file_name().into_string().ok()?;
+        let Some(id) = name.strip_prefix("node").and_then(|n| n.parse::<usize>().ok()) else {
+            continue;
+        };
+        let list = std::fs::read_to_string(entry.path().join("cpulist")).ok()?;
+        found.push((id, parse_cpulist(&list)?));
+    }
+    found.sort_by_key(|(id, _)| *id);
+    found.retain(|(_, cpus)| !cpus.is_empty());
+    Some(found)
 }
 
 /// Parse a kernel cpu list such as `0-3,8-11,16`. `None` on malformed text.

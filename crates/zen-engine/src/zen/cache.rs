@@ -88,6 +88,8 @@ pub struct CacheRegion {
     state: Mutex<RegionState>,
     /// Entries of this region that another worker detached (MVCC chain cuts).
     pub retire_inbox: RetireInbox,
+    /// Real NUMA node new chunks are bound to (`numa/bind.rs`); unset: none.
+    binding: OnceLock<(std::sync::Arc<crate::numa::MemoryBinder>, usize)>,
 }
 
 /// Result of asking a region for an entry.
@@ -112,7 +114,14 @@ impl CacheRegion {
                 hand: 0,
             }),
             retire_inbox: Mutex::new(Vec::new()),
+            binding: OnceLock::new(),
         }
+    }
+
+    /// Bind every chunk allocated from now on to layout node `node`
+    /// (set once, before the owner worker's first entry).
+    pub fn bind_to_node(&self, binder: std::sync::Arc<crate::numa::MemoryBinder>, node: usize) {
+        let _ = self.binding.set((binder, node));
     }
 
     pub fn capacity(&self) -> u32 {
@@ -125,9 +134,17 @@ impl CacheRegion {
 
     fn chunk(&self, index: u32) -> &Chunk {
         let c = index as usize / CHUNK_ENTRIES;
-        self.chunks[c].get_or_init(|| Chunk {
-            entries: (0..CHUNK_ENTRIES).map(|_| Entry::default()).collect(),
-            data: (0..CHUNK_ENTRIES * self.words_per_row).map(|_| AtomicU64::new(0)).collect(),
+        self.chunks[c].get_or_init(|| {
+            let chunk = Chunk {
+                entries: (0..CHUNK_ENTRIES).map(|_| Entry::default()).collect(),
+                data: (0..CHUNK_ENTRIES * self.words_per_row).map(|_| AtomicU64::new(0)).collect(),
+            };
+            if let Some((binder, node)) = self.binding.get() {
+                binder.bind(&chunk.entries, *node);
+                binder.bind(&chunk.data, *node);
+                binder.chunk_done();
+            }
+            chunk
         })
     }
 

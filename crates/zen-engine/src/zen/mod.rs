@@ -87,6 +87,10 @@ pub struct Shared<B: PmemBackend> {
     pub numa: Option<crate::numa::Numa>,
     /// Zen+ adaptive execution: G-EX, begin timestamps, counters (`adaptive.rs`).
     pub adaptive: adaptive::Adaptive,
+    /// Heap pages allocated so far (spreads `naive` mode over per-node files).
+    pub heap_pages_allocated: AtomicU64,
+    /// `mbind` of cache regions, on real NUMA nodes only (`numa/bind.rs`).
+    pub memory_binder: Option<Arc<crate::numa::MemoryBinder>>,
 }
 
 /// The Zen engine on backend `B` with concurrency-control protocol `P`.
@@ -109,6 +113,7 @@ impl<B: PmemBackend, P: Protocol> ZenEngine<B, P> {
 
     /// Build an empty engine on a freshly formatted pool.
     pub fn create_on(pool: Pool<B>, config: &EngineConfig) -> Result<Self> {
+        numa::check_pool_nodes(&pool, config)?;
         if pool.catalog_root().is_some() {
             return Err(Error::InvalidConfig(format!(
                 "{}: pool already holds a catalog; open it instead",
@@ -134,6 +139,7 @@ impl<B: PmemBackend, P: Protocol> ZenEngine<B, P> {
 
     /// Recover an engine from an opened pool (Alg. 2).
     pub fn open_on(pool: Pool<B>, config: &EngineConfig) -> Result<Self> {
+        numa::check_pool_nodes(&pool, config)?;
         let shared = recovery::recover(pool, config)?;
         Ok(ZenEngine { shared: Arc::new(shared), protocol: std::marker::PhantomData })
     }
@@ -156,8 +162,13 @@ impl<B: PmemBackend, P: Protocol> ZenEngine<B, P> {
 }
 
 pub fn backend_options(config: &EngineConfig) -> zen_pmem::BackendOptions {
+    let members = match (&config.pool, config.pool_per_node) {
+        (Some(pool), Some(count)) => zen_pmem::pool::member_paths(pool, count),
+        _ => Vec::new(),
+    };
     zen_pmem::BackendOptions {
-        path: config.pool.clone(),
+        path: members.first().cloned().or_else(|| config.pool.clone()),
+        members,
         domain: config.domain,
         latency: config.latency,
     }
@@ -176,6 +187,10 @@ impl<B: PmemBackend> Shared<B> {
         let per_worker =
             |v: u64| (0..regions).map(|_| CachePadded::new(AtomicU64::new(v))).collect();
         let budget = config.cache_bytes(data_bytes);
+        let numa = crate::numa::Numa::new(&config.numa, regions.max(config.max_workers));
+        let memory_binder = numa.as_ref().filter(|n| n.layout.real).map(|_| {
+            Arc::new(crate::numa::MemoryBinder::new(crate::numa::Topology::detect_node_ids()))
+        });
         Shared {
             page_worker: (0..pool.page_count()).map(|_| AtomicU32::new(u32::MAX)).collect(),
             pool,
@@ -202,7 +217,9 @@ impl<B: PmemBackend> Shared<B> {
                 .collect(),
             tictoc_high: AtomicU64::new(0),
             validation: Mutex::new(()),
-            numa: crate::numa::Numa::new(&config.numa, regions.max(config.max_workers)),
+            numa,
+            heap_pages_allocated: AtomicU64::new(0),
+            memory_binder,
             adaptive: adaptive::Adaptive::new(regions),
         }
     }
@@ -289,14 +306,20 @@ impl<B: PmemBackend> Shared<B> {
             .position(|n| *n == schema.name)
             .map_or(u32::MAX - 1024 + index as u32, |p| p as u32);
         let capacity = self.region_capacity(schema.row_size());
-        Table::new(
+        let table = Table::new(
             TableId(index as u32),
             schema,
             self.regions,
             capacity,
             self.pool.page_size(),
             rank,
-        )
+        );
+        if let (Some(binder), Some(numa)) = (&self.memory_binder, &self.numa) {
+            for (region, cache) in table.caches.iter().enumerate() {
+                cache.bind_to_node(Arc::clone(binder), numa.layout.node_of(region));
+            }
+        }
+        table
     }
 
     /// Durably raise worker `w`'s commit floor to at least `cts` (flushed, not fenced).
@@ -315,7 +338,7 @@ impl<B: PmemBackend> Shared<B> {
     pub(crate) fn allocate_heap_page(&self, worker: usize, table: &Table) -> Result<(u64, u64)> {
         let thread = Self::thread_of(worker);
         let owner = PageOwner { table: table.id.0, worker: worker as u16 };
-        let page = self.pool.allocate_page(thread, owner)?;
+        let page = self.pool.allocate_page_on(thread, owner, self.home_member(worker))?;
         self.page_worker[page as usize].store(worker as u32, Ordering::Release);
         let offset = self.pool.page_offset(page);
         let p = self.pool.persister(thread);

@@ -39,6 +39,9 @@ impl PmemBackend for EmuBackend {
     fn len(&self) -> u64 {
         self.inner.len()
     }
+    fn members(&self) -> &[super::MemberFile] {
+        self.inner.members()
+    }
     fn domain(&self) -> PersistenceDomain {
         self.inner.domain()
     }

@@ -2,68 +2,111 @@
 //!
 //! Both hold the pool file open with an exclusive lock for as long as they
 //! live, so a pool is open in one process (and through one handle) at a time.
-//! `create` never touches an existing file; `open` never writes.
+//! `create` never touches an existing file; `open` never writes. Per-node
+//! pools (several member files as one range) are mapped by `striped.rs`.
 
 use std::fs::{File, OpenOptions, TryLockError};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use super::{BackendKind, BackendOptions, Mapping, PersistenceDomain, PmemBackend};
+use super::{
+    BackendKind, BackendOptions, Mapping, MemberFile, PersistenceDomain, PmemBackend, striped,
+};
 use crate::error::{PmemError, Result};
 
-/// Open (or create) the pool file, lock it, and return it with its length.
-fn open_locked(opts: &BackendOptions, create_len: Option<u64>) -> Result<(File, PathBuf, u64)> {
-    let path = opts.path.clone().ok_or_else(|| PmemError::InvalidOption {
-        path: PathBuf::from("<none>"),
-        detail: "a file-backed pool needs --pool PATH".into(),
-    })?;
+/// Open (or create) one pool file, lock it, and return it with its length.
+pub(crate) fn open_locked(path: &Path, create_len: Option<u64>) -> Result<(File, u64)> {
     let file = match create_len {
-        Some(_) => OpenOptions::new().read(true).write(true).create_new(true).open(&path),
-        None => OpenOptions::new().read(true).write(true).open(&path),
+        Some(_) => OpenOptions::new().read(true).write(true).create_new(true).open(path),
+        None => OpenOptions::new().read(true).write(true).open(path),
     }
-    .map_err(|e| PmemError::from_io(&path, e))?;
+    .map_err(|e| PmemError::from_io(path, e))?;
     match file.try_lock() {
         Ok(()) => {}
-        Err(TryLockError::WouldBlock) => return Err(PmemError::AlreadyOpen { path }),
-        Err(TryLockError::Error(e)) => return Err(PmemError::from_io(&path, e)),
+        Err(TryLockError::WouldBlock) => {
+            return Err(PmemError::AlreadyOpen { path: path.to_path_buf() });
+        }
+        Err(TryLockError::Error(e)) => return Err(PmemError::from_io(path, e)),
     }
     if let Some(len) = create_len
         && let Err(e) = file.set_len(len)
     {
         drop(file);
         // We created the file a moment ago; removing it loses nothing of the user's.
-        let _ = std::fs::remove_file(&path);
-        return Err(PmemError::from_io(&path, e));
+        let _ = std::fs::remove_file(path);
+        return Err(PmemError::from_io(path, e));
     }
-    let len = file.metadata().map_err(|e| PmemError::from_io(&path, e))?.len();
+    let len = file.metadata().map_err(|e| PmemError::from_io(path, e))?.len();
     if len == 0 {
-        return Err(PmemError::Empty { path });
+        return Err(PmemError::Empty { path: path.to_path_buf() });
     }
     if isize::try_from(len).is_err() {
         return Err(PmemError::InvalidOption {
-            path,
+            path: path.to_path_buf(),
             detail: format!("{len} bytes cannot be mapped"),
         });
     }
-    Ok((file, path, len))
+    Ok((file, len))
 }
 
-/// A pool on a regular file mapped `MAP_SHARED`. Durable across process crashes only.
+/// The single pool file of `opts`.
+fn single_path(opts: &BackendOptions) -> Result<PathBuf> {
+    opts.path.clone().ok_or_else(|| PmemError::InvalidOption {
+        path: PathBuf::from("<none>"),
+        detail: "a file-backed pool needs --pool PATH".into(),
+    })
+}
+
+/// What a file backend maps: one file, or the members of a per-node pool.
+struct Mapped {
+    map: Mapping,
+    path: PathBuf,
+    members: Vec<MemberFile>,
+    _files: Vec<File>,
+}
+
+impl Mapped {
+    fn new(opts: &BackendOptions, create_len: Option<u64>, dax: bool) -> Result<Mapped> {
+        if !opts.members.is_empty() {
+            let s = striped::map(&opts.members, create_len, dax)?;
+            let path = opts.members[0].clone();
+            return Ok(Mapped { map: s.map, path, members: s.members, _files: s.files });
+        }
+        let path = single_path(opts)?;
+        let (file, len) = open_locked(&path, create_len)?;
+        let map = if dax {
+            striped::map_dax_file(&file, &path, len, create_len.is_some())?
+        } else {
+            let raw = memmap2::MmapOptions::new()
+                .len(len as usize)
+                .map_raw(&file)
+                .map_err(|e| PmemError::from_io(&path, e))?;
+            Mapping::from_mmap(raw)
+        };
+        Ok(Mapped { map, path, members: Vec::new(), _files: vec![file] })
+    }
+}
+
+/// A pool on a regular file mapped `MAP_SHARED` (or on per-node member
+/// files, each mapped `MAP_SHARED | MAP_FIXED` into one range). Durable
+/// across process crashes only.
 pub struct FsBackend {
     map: Mapping,
     path: PathBuf,
     domain: PersistenceDomain,
-    _file: File,
+    members: Vec<MemberFile>,
+    _files: Vec<File>,
 }
 
 impl FsBackend {
     fn map(opts: &BackendOptions, create_len: Option<u64>) -> Result<Self> {
-        let (file, path, len) = open_locked(opts, create_len)?;
-        let raw = memmap2::MmapOptions::new()
-            .len(len as usize)
-            .map_raw(&file)
-            .map_err(|e| PmemError::from_io(&path, e))?;
-        Ok(FsBackend { map: Mapping::from_mmap(raw), path, domain: opts.domain, _file: file })
+        let m = Mapped::new(opts, create_len, false)?;
+        Ok(FsBackend {
+            map: m.map,
+            path: m.path,
+            domain: opts.domain,
+            members: m.members,
+            _files: m._files,
+        })
     }
 
     pub(crate) fn mapping(&self) -> &Mapping {
@@ -128,45 +171,33 @@ impl PmemBackend for FsBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Fs
     }
+    fn members(&self) -> &[MemberFile] {
+        &self.members
+    }
     delegate_to_mapping!();
 }
 
-/// A pool on an fsdax file mapped `MAP_SHARED_VALIDATE | MAP_SYNC`: stores reach
-/// persistent memory directly, flush + fence make them durable.
+/// A pool on an fsdax file (or per-node member files) mapped
+/// `MAP_SHARED_VALIDATE | MAP_SYNC`: stores reach persistent memory directly,
+/// flush + fence make them durable.
 pub struct DaxBackend {
     map: Mapping,
     path: PathBuf,
     domain: PersistenceDomain,
-    _file: File,
+    members: Vec<MemberFile>,
+    _files: Vec<File>,
 }
 
 impl DaxBackend {
     fn map(opts: &BackendOptions, create_len: Option<u64>) -> Result<Self> {
-        let (file, path, len) = open_locked(opts, create_len)?;
-        // SAFETY: mapping a file we hold open, with a length equal to its size;
-        // the result is checked against MAP_FAILED before use.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            let source = std::io::Error::last_os_error();
-            drop(file);
-            if create_len.is_some() {
-                // The file is the one we just created: do not leave it behind.
-                let _ = std::fs::remove_file(&path);
-            }
-            return Err(PmemError::NotDax { path, source });
-        }
-        // SAFETY: `ptr` is a fresh mapping of `len` bytes that only `Mapping` unmaps.
-        let map = unsafe { Mapping::from_libc(ptr.cast(), len as usize) };
-        Ok(DaxBackend { map, path, domain: opts.domain, _file: file })
+        let m = Mapped::new(opts, create_len, true)?;
+        Ok(DaxBackend {
+            map: m.map,
+            path: m.path,
+            domain: opts.domain,
+            members: m.members,
+            _files: m._files,
+        })
     }
 }
 
@@ -179,6 +210,9 @@ impl PmemBackend for DaxBackend {
     }
     fn kind(&self) -> BackendKind {
         BackendKind::Dax
+    }
+    fn members(&self) -> &[MemberFile] {
+        &self.members
     }
     delegate_to_mapping!();
 }

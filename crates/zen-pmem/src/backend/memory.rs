@@ -32,6 +32,7 @@ pub struct DramBackend {
 
 impl PmemBackend for DramBackend {
     fn create(opts: &BackendOptions, len: u64) -> Result<Self> {
+        opts.refuse_members(BackendKind::Dram)?;
         let size = volatile_len(opts, len)?;
         let raw = memmap2::MmapOptions::new()
             .len(size)
@@ -60,6 +61,7 @@ pub struct HeapBackend {
 
 impl PmemBackend for HeapBackend {
     fn create(opts: &BackendOptions, len: u64) -> Result<Self> {
+        opts.refuse_members(BackendKind::Heap)?;
         let size = volatile_len(opts, len)?;
         Ok(HeapBackend { map: Mapping::heap(size), path: PathBuf::from("<heap>") })
     }

@@ -22,6 +22,7 @@ mod emu;
 mod mapped;
 mod mapping;
 mod memory;
+mod striped;
 
 pub use emu::EmuBackend;
 pub use mapped::{DaxBackend, FsBackend};
@@ -136,6 +137,10 @@ pub enum Marker {
 pub struct BackendOptions {
     /// Pool file (ignored by the volatile backends).
     pub path: Option<PathBuf>,
+    /// Per-node pool: its member files in node order, mapped back to back as
+    /// one pool (`fs`, `emu` and `dax` only; see `header.rs`). Empty: a
+    /// single-file pool at `path`.
+    pub members: Vec<PathBuf>,
     /// Persistence domain the engine should assume.
     pub domain: PersistenceDomain,
     /// Latency model (used by `emu` only).
@@ -146,15 +151,22 @@ impl BackendOptions {
     pub fn new(path: impl Into<PathBuf>) -> Self {
         BackendOptions {
             path: Some(path.into()),
+            members: Vec::new(),
             domain: PersistenceDomain::Adr,
             latency: NvmProfile::Optane.model(),
         }
+    }
+
+    /// Options for a per-node pool striped over `members` (file 0 first).
+    pub fn per_node(members: Vec<PathBuf>) -> Self {
+        BackendOptions { path: members.first().cloned(), members, ..BackendOptions::new("") }
     }
 
     /// Options for a volatile backend that needs no file.
     pub fn anonymous() -> Self {
         BackendOptions {
             path: None,
+            members: Vec::new(),
             domain: PersistenceDomain::Adr,
             latency: NvmProfile::Dram.model(),
         }
@@ -163,6 +175,29 @@ impl BackendOptions {
     pub(crate) fn path_or_memory(&self) -> PathBuf {
         self.path.clone().unwrap_or_else(|| PathBuf::from("<memory>"))
     }
+
+    /// Refuse member files for a backend that has no files.
+    pub(crate) fn refuse_members(&self, kind: BackendKind) -> Result<()> {
+        if self.members.is_empty() {
+            return Ok(());
+        }
+        Err(crate::PmemError::InvalidOption {
+            path: self.path_or_memory(),
+            detail: format!(
+                "a `{}` pool has no files and cannot be split into per-node files (--pool-per-node needs --pmem fs, emu or dax)",
+                kind.name()
+            ),
+        })
+    }
+}
+
+/// One member file of a per-node pool, as mapped: bytes `offset..offset + len`
+/// of the pool are the file's bytes `0..len`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberFile {
+    pub path: PathBuf,
+    pub offset: u64,
+    pub len: u64,
 }
 
 /// The persistent-memory operations. See the module docs.
@@ -203,6 +238,10 @@ pub trait PmemBackend: Send + Sync + Sized + 'static {
     /// Store fence by `thread`; `lines_flushed` is the number of lines it flushed
     /// since its previous fence. Returns nanoseconds of emulated stall.
     fn fence(&self, thread: u32, lines_flushed: u64) -> u64;
+    /// The member files of a per-node pool, in order; empty for a single file.
+    fn members(&self) -> &[MemberFile] {
+        &[]
+    }
     /// Record a marker (crash simulator only).
     fn marker(&self, _thread: u32, _marker: Marker) {}
     /// Push everything to the backing file (close); no-op for volatile backends.

@@ -146,6 +146,7 @@ impl SimBackend {
 
 impl PmemBackend for SimBackend {
     fn create(opts: &BackendOptions, len: u64) -> Result<Self> {
+        opts.refuse_members(BackendKind::Sim)?;
         let size = usize::try_from(len).map_err(|_| PmemError::InvalidOption {
             path: opts.path_or_memory(),
             detail: format!("{len} bytes do not fit in memory"),

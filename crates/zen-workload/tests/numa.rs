@@ -27,13 +27,12 @@ fn numa(mode: NumaMode, penalty_ns: u64) -> NumaConfig {
 }
 
 fn engine(cc: CcKind, numa: NumaConfig) -> Box<dyn Engine> {
-    let config = EngineConfig {
-        cc,
-        cache_size_bytes: 64 << 20,
-        max_workers: 4,
-        numa,
-        ..EngineConfig::default()
-    };
+    engine_with_cache(cc, numa, 64 << 20)
+}
+
+fn engine_with_cache(cc: CcKind, numa: NumaConfig, cache_size_bytes: u64) -> Box<dyn Engine> {
+    let config =
+        EngineConfig { cc, cache_size_bytes, max_workers: 4, numa, ..EngineConfig::default() };
     zen_engine::open(&config).expect("a DRAM engine opens")
 }
 
@@ -111,6 +110,25 @@ fn soft_partitioning_never_writes_remote_memory() {
 fn local_writes_never_write_remote_memory() {
     for cc in CcKind::ALL {
         assert_no_remote_write(cc, NumaMode::LocalWrite);
+    }
+}
+
+#[test]
+fn a_full_cache_region_never_makes_a_write_remote() {
+    // A Met-Cache a fraction of YCSB's data: regions evict all the time, so
+    // moving a tuple to the writer's region must find its entry by evicting
+    // (or abort and retry), never fall back to an in-place remote install.
+    let w = ycsb();
+    for cc in [CcKind::NoWait, CcKind::Tictoc, CcKind::Hstore, CcKind::Silo, CcKind::Mvcc] {
+        let engine = engine_with_cache(cc, numa(NumaMode::LocalWrite, 0), 256 << 10);
+        w.load(engine.as_ref(), 2).unwrap();
+        let run = run_benchmark(engine.as_ref(), &w, &driver(1500, 9), &mut |_| {}).unwrap();
+        assert!(run.stats.commits > 0);
+        assert!(run.stats.cache.evictions > 0, "{}: the cache is small enough", cc.name());
+        let t = engine.numa_stats().unwrap().total;
+        assert_eq!(t.remote_writes, 0, "{} with a full cache: {t:?}", cc.name());
+        let report = w.check(engine.as_ref()).unwrap();
+        assert!(report.passed(), "{}", report.render_text());
     }
 }
 

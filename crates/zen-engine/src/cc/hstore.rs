@@ -14,7 +14,9 @@
 //!             lock (exclusive; waits a bounded time, then aborts — there is no
 //!             global lock order for partitions discovered on the fly)
 //!   read      the entry, without validation (nobody else is in the partition)
-//!   commit    persist, install in place, release every partition lock
+//!   commit    persist, install in place (moved to the writer's region when
+//!             homed on another node in a NUMA-local-write mode), release
+//!             every partition lock
 //!
 //! GUARANTEES
 //!   Serializable: transactions on disjoint partitions never conflict, the

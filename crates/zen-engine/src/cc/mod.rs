@@ -73,8 +73,11 @@ pub trait Protocol: Send + Sync + 'static {
     /// Check timestamp order when a write is issued, not only at commit (Cicada).
     const EARLY_ABORT: bool = false;
     /// A commit to another region's entry copies it into the writer's region
-    /// (Zen §3.2). For single-version optimistic protocols; the others install
-    /// in place (their locks or version chains live in the entry).
+    /// (Zen §3.2), on a best-effort basis. For single-version optimistic
+    /// protocols; the others install in place (their locks or version chains
+    /// live in the entry), except that in the NUMA-local-write modes every
+    /// protocol moves a tuple homed on another node into the writer's region
+    /// (N1, `docs/design/numa.md`).
     const COPY_ON_FOREIGN_WRITE: bool = false;
 
     /// The transaction's read timestamp drawn at begin, for protocols that have

@@ -20,7 +20,9 @@
 //!             timestamp) than every holder, else abort; dl-detect: record the
 //!             holders in a waits-for graph, abort if that closes a cycle, else
 //!             wait. Every wait is bounded (abort with LockTimeout).
-//!   commit    persist (Alg. 1), install in place, release all locks.
+//!   commit    persist (Alg. 1), install in place (moved to the writer's
+//!             region when homed on another node in a NUMA-local-write
+//!             mode, `docs/design/numa.md` N1), release all locks.
 //!
 //! GUARANTEES
 //!   Serializable and strict (strict 2PL). Scans lock every row they read;

@@ -27,10 +27,12 @@
 //! counted (neither does the paper).
 //!
 //! INVARIANT (N1): in `local-write` and `soft-partition` modes, a worker
-//! writes tuple data only to its own cache region and its own heap pages, so
-//! `remote_writes` stays 0, except for protocols that install updates in
-//! place in another worker's region (2PL, TicToc, H-Store: no copy on
-//! foreign write), whose in-place installs are counted as remote writes.
+//! writes tuple data only to memory of its own node (its cache region and
+//! its heap pages), so `remote_writes` stays 0 under every protocol. Where a
+//! write would land in an entry homed on another node
+//! ([`Numa::write_must_move`]), the engine moves the tuple into the writer's
+//! region instead (`zen::txn::commit`); the one exception is a privileged
+//! Zen+ transaction whose region is full (see `docs/design/numa.md`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -196,6 +198,16 @@ impl Numa {
         }
     }
 
+    /// Would `worker` writing a row into entry `index` of `region` break
+    /// N1, i.e. write another node's memory in a mode that promises local
+    /// writes? The caller then moves the tuple into its own region. Never
+    /// true in `naive`, `local` or `remote` mode, which promise nothing.
+    #[inline]
+    pub fn write_must_move(&self, worker: usize, region: usize, index: u32) -> bool {
+        matches!(self.layout.mode, NumaMode::LocalWrite | NumaMode::SoftPartition)
+            && self.entry_node(region, index) != self.layout.node_of(worker)
+    }
+
     /// Count (and charge) one access by `worker` to memory homed on `home`.
     #[inline]
     pub fn access(&self, worker: usize, home: usize, write: bool) {
@@ -291,6 +303,22 @@ mod tests {
             NumaCounters { local_writes: 1, remote_reads: 1, ..NumaCounters::default() }
         );
         assert!((n.total().remote_fraction() - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn only_local_write_modes_move_a_write_off_another_node() {
+        for mode in [NumaMode::LocalWrite, NumaMode::SoftPartition] {
+            let n = numa(mode);
+            // Workers 0, 1 on node 0; 2, 3 on node 1.
+            assert!(!n.write_must_move(0, 0, 9));
+            assert!(!n.write_must_move(0, 1, 9), "another region of the same node");
+            assert!(n.write_must_move(0, 2, 9));
+            assert!(n.write_must_move(3, 1, 9));
+        }
+        for mode in [NumaMode::Naive, NumaMode::Local, NumaMode::Remote] {
+            let n = numa(mode);
+            assert!((0..4).all(|r| !n.write_must_move(0, r, 1024)), "{mode:?}");
+        }
     }
 
     #[test]

@@ -1,12 +1,17 @@
 //! Zen's side of Zen+ NUMA (§4.2.2): where a worker's accesses land.
 //!
-//! The Met-Cache already gives NUMA-local DRAM writes (C1/C2: a worker
-//! writes only its own region, copying foreign entries it updates), and
-//! space management gives NUMA-local NVM writes (each worker allocates heap
-//! pages for itself). What remains is to home those regions and pages on the
-//! worker's node (`crate::numa::accounting`) and to count every tuple access
-//! as local or remote. These hooks are called from the read and write paths
-//! of `txn`; each costs one branch when NUMA is off.
+//! Space management gives NUMA-local NVM writes (each worker allocates heap
+//! pages for itself), and the Met-Cache gives NUMA-local DRAM writes once
+//! every protocol writes rows only into its own region: silo and occ copy a
+//! foreign entry they update (C2) anyway; in `local-write` and
+//! `soft-partition` modes every other protocol (2PL, TicToc, H-Store, and the
+//! multi-version ones when an insert would fill a foreign absent entry) moves
+//! a tuple homed on another node into the writer's region at install
+//! (`numa_write_must_move`, used by `txn::commit`). What remains is to home
+//! those regions and pages on the worker's node (`crate::numa::accounting`)
+//! and to count every tuple access as local or remote. These hooks are
+//! called from the read and write paths of `txn`; each costs one branch when
+//! NUMA is off.
 
 use std::sync::atomic::Ordering;
 
@@ -45,6 +50,14 @@ impl<B: PmemBackend> Shared<B> {
         if let Some(numa) = &self.numa {
             numa.access(worker, numa.entry_node(region, index), write);
         }
+    }
+
+    /// Must worker `worker` move the tuple of entry `index` of `region` into
+    /// its own region to write it (N1 of `numa::accounting`)? False when
+    /// NUMA is off or the mode promises no local writes.
+    #[inline]
+    pub(crate) fn numa_write_must_move(&self, worker: usize, region: usize, index: u32) -> bool {
+        self.numa.as_ref().is_some_and(|numa| numa.write_must_move(worker, region, index))
     }
 
     /// Worker `worker` read or wrote the heap slot at pool offset `slot`.

@@ -5,7 +5,7 @@ use std::sync::atomic::{Ordering, fence};
 use zen_pmem::{CounterSnapshot, Marker, PmemBackend};
 
 use super::scan::ZenTxn;
-use super::{GC_BATCH, ReadItem, SPIN_LIMIT, WriteKind, ZenWorker, backoff};
+use super::{GC_BATCH, ReadItem, SPIN_LIMIT, WriteItem, WriteKind, ZenWorker, backoff};
 use crate::api::{CacheStats, CommitInfo, Durability, EngineWorker, Transaction, TxnOptions};
 use crate::cc::{Protocol, silo};
 use crate::config::{Fault, RaceFault};
@@ -262,12 +262,16 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             let t = self.tables[self.writes[i].table as usize].clone();
             let slot = self.allocate_slot(&t)?;
             self.writes[i].slot = slot;
-            if P::MULTI_VERSION && self.needs_new_entry(i) {
-                // Reserved now: once persisted, installing must not fail.
+            let reserve =
+                if P::MULTI_VERSION { self.needs_new_entry(i) } else { self.must_move(i) };
+            if reserve {
+                // Reserved now: once persisted, installing must not fail. A
+                // full region aborts (retryable) rather than write in place,
+                // which for `must_move` would be a remote write (N1).
                 self.writes[i].new_entry = match self.allocate_entry(&t) {
                     Ok(idx) => Some(idx),
-                    // Zen+ step 3: alone, a full region installs in place or
-                    // in NVM (`install`).
+                    // Zen+ step 3 (multi-version only): alone, a full region
+                    // installs in place or in NVM (`install`).
                     Err(Error::Abort(AbortReason::CacheFull)) if self.privileged_on_full()? => None,
                     Err(e) => return Err(e),
                 };
@@ -280,16 +284,28 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// and deletes do. An insert fills its locked absent entry in place (an
     /// older reader then aborts rather than seeing "absent"), unless that
     /// entry is a tombstone, i.e. a version some snapshot may still read
-    /// (R4 of `adaptive.rs`): then the insert goes above it.
+    /// (R4 of `adaptive.rs`), or is homed on another node (N1, a reader
+    /// there created it): then the insert goes above it.
     fn needs_new_entry(&self, i: usize) -> bool {
         let w = &self.writes[i];
         match w.locked {
             Some((loc, prev)) if w.kind == WriteKind::Insert => {
-                loc_entry(loc).is_some() && silo::cts_of(prev) != 0
+                loc_entry(loc).is_some() && (silo::cts_of(prev) != 0 || self.must_move(i))
             }
             Some((loc, _)) => loc_entry(loc).is_some(),
             None => true,
         }
+    }
+
+    /// Would installing write `i` where its record is cached write another
+    /// node's memory in a NUMA-local-write mode? Then it moves to this
+    /// worker's region (a copy, or a new version above the foreign entry).
+    fn must_move(&self, i: usize) -> bool {
+        let w = &self.writes[i];
+        let Some((owner, idx)) = w.locked.and_then(|(loc, _)| loc_entry(loc)) else {
+            return false;
+        };
+        self.s.numa_write_must_move(self.id, owner, idx)
     }
 
     fn allocate_slot(&mut self, t: &Table) -> Result<u64> {
@@ -422,7 +438,9 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                     Garbage { slot: w.slot, cts, writer: self.id, tombstone: true },
                 );
             }
-            if let Some(new_idx) = w.new_entry {
+            if P::MULTI_VERSION
+                && let Some(new_idx) = w.new_entry
+            {
                 self.install_version(
                     &t, w.rid, w.key, new_idx, new_slot, new_row, cts, deleted, loc,
                 );
@@ -431,28 +449,58 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 self.writes[i].new_entry = None;
                 continue;
             }
-            let copied = P::COPY_ON_FOREIGN_WRITE
-                && owner != self.id
-                && self.install_copy(&t, w.rid, w.key, new_slot, new_row, cts, deleted);
-            if copied {
-                entry.flags.fetch_or(FLAG_COPY, Ordering::AcqRel);
-                entry.cc[0].store(silo::OBSOLETE | (prev & !silo::LOCK), Ordering::Release);
-            } else {
-                if !deleted {
-                    t.caches[owner].write_row(idx, new_row);
-                    self.s.numa_entry(self.id, owner, idx, true);
-                }
-                entry.slot.store(new_slot, Ordering::Release);
-                if P::TICTOC {
-                    entry.cc[1].store(logical, Ordering::Release);
-                    entry.cc[2].store(logical, Ordering::Release);
-                }
-                crate::sched::point();
-                entry.cc[0].store(silo::tid(cts, deleted), Ordering::Release);
-            }
+            self.writes[i].new_entry = None;
+            let version = Version { slot: new_slot, cts, logical, deleted };
+            self.install_single(&t, &w, (owner, idx, prev), new_row, version);
             self.writes[i].locked = None;
         }
         self.write_data = data;
+    }
+
+    /// Install a single-version write (or a multi-version one in place, see
+    /// `allocate_slots`) of the record locked in entry `idx` of `owner`'s
+    /// region, whose version word was `prev`: into a copy reserved because
+    /// staying would be a remote write (N1), or Zen's best-effort copy on a
+    /// foreign write, or else in place.
+    fn install_single(
+        &mut self,
+        t: &Table,
+        w: &WriteItem,
+        (owner, idx, prev): (usize, u32, u64),
+        new_row: &[u8],
+        v: Version,
+    ) {
+        let entry = t.caches[owner].entry(idx);
+        let copy = match w.new_entry {
+            Some(reserved) => Some(reserved),
+            None if P::COPY_ON_FOREIGN_WRITE && owner != self.id => self.allocate_entry(t).ok(),
+            None => None,
+        };
+        if let Some(copy) = copy {
+            self.install_copy(t, w.rid, w.key, copy, new_row, v);
+            entry.flags.fetch_or(FLAG_COPY, Ordering::AcqRel);
+            entry.cc[0].store(silo::OBSOLETE | (prev & !silo::LOCK), Ordering::Release);
+            return;
+        }
+        // In place: local, or a mode that promises nothing, or a privileged
+        // multi-version transaction whose region is full.
+        debug_assert!(
+            !self.s.numa_write_must_move(self.id, owner, idx)
+                || (P::MULTI_VERSION && self.exclusive_mine()),
+            "remote in-place install of record {} (N1)",
+            w.rid
+        );
+        if !v.deleted {
+            t.caches[owner].write_row(idx, new_row);
+            self.s.numa_entry(self.id, owner, idx, true);
+        }
+        entry.slot.store(v.slot, Ordering::Release);
+        if P::TICTOC {
+            entry.cc[1].store(v.logical, Ordering::Release);
+            entry.cc[2].store(v.logical, Ordering::Release);
+        }
+        crate::sched::point();
+        entry.cc[0].store(silo::tid(v.cts, v.deleted), Ordering::Release);
     }
 
     /// Zen+ step 3: the privileged transaction's new version of a record whose
@@ -479,34 +527,38 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         self.s.adaptive.nvm_direct_writes.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Copy-on-foreign-write (§3.2): the new version goes to an entry of this
-    /// worker's region. False when no entry is free (install in place instead).
-    #[allow(clippy::too_many_arguments)]
-    fn install_copy(
-        &mut self,
-        t: &Table,
-        rid: u64,
-        key: u64,
-        slot: u64,
-        row: &[u8],
-        cts: u64,
-        deleted: bool,
-    ) -> bool {
-        let Ok(idx) = self.allocate_entry(t) else { return false };
+    /// Copy-on-foreign-write (§3.2), single-version protocols: the new
+    /// version goes to entry `idx` of this worker's region and the record
+    /// points there; the caller then marks the old entry copied and obsolete.
+    ///
+    /// The old entry stays locked (the version word's LOCK, and for 2PL the
+    /// exclusive lock word) until then, so no writer can slip in between;
+    /// readers that still find the old entry see it obsolete, or see the
+    /// location changed, and re-read the location (as after an eviction).
+    /// CC-Meta of the copy starts clean: no 2PL holder (a lock word left from
+    /// the entry's previous use would block it), TicToc's wts = rts = the
+    /// commit's logical timestamp, as an in-place install would set.
+    fn install_copy(&mut self, t: &Table, rid: u64, key: u64, idx: u32, row: &[u8], v: Version) {
         let region = &t.caches[self.id];
         let e = region.entry(idx);
         e.key.store(key, Ordering::Relaxed);
         e.record.store(rid + 1, Ordering::Relaxed);
-        e.slot.store(slot, Ordering::Relaxed);
+        e.slot.store(v.slot, Ordering::Relaxed);
         e.flags.store(FLAG_CLOCK, Ordering::Relaxed);
         e.touch_ts.store(self.begin_ts, Ordering::Relaxed);
-        if !deleted {
+        for word in &e.cc[1..] {
+            word.store(0, Ordering::Relaxed);
+        }
+        if P::TICTOC {
+            e.cc[1].store(v.logical, Ordering::Relaxed);
+            e.cc[2].store(v.logical, Ordering::Relaxed);
+        }
+        if !v.deleted {
             region.write_row(idx, row);
             self.s.numa_entry(self.id, self.id, idx, true);
         }
-        e.cc[0].store(silo::tid(cts, deleted), Ordering::Release);
+        e.cc[0].store(silo::tid(v.cts, v.deleted), Ordering::Release);
         t.records.loc(rid).store(loc_cached(self.id, idx), Ordering::Release);
-        true
     }
 
     /// Fence and acknowledge (as `sync`): the end of an exclusive stage makes
@@ -606,6 +658,16 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     fn race(&self, f: RaceFault) -> bool {
         self.s.config.race_fault == Some(f)
     }
+}
+
+/// What `install_copy` writes: the new version's heap slot (0 for a
+/// deletion), Tx-CTS, TicToc timestamp and whether it deletes the record.
+#[derive(Debug, Clone, Copy)]
+struct Version {
+    slot: u64,
+    cts: u64,
+    logical: u64,
+    deleted: bool,
 }
 
 /// Keep secondary indexes in step with an installed write (lock held).

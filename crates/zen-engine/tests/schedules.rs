@@ -28,6 +28,7 @@ use history::*;
 use shuttle::rand::Rng as _;
 use shuttle::scheduler::{PctScheduler, RandomScheduler, Scheduler};
 use shuttle::{Config, MaxSteps, Runner};
+use zen_engine::numa::{Binding, NumaConfig, NumaMode};
 use zen_engine::{
     CcKind, ColumnType, Engine, EngineConfig, EngineKind, RaceFault, TableSchema, TxnOptions,
 };
@@ -45,6 +46,9 @@ thread_local! {
     static IN_MODEL: Cell<bool> = const { Cell::new(false) };
     /// Schedule points hit under a model on this OS thread (a report).
     static POINTS: Cell<u64> = const { Cell::new(0) };
+    /// Remote reads of the NUMA designs on this OS thread: shows that the
+    /// writers do run on different nodes.
+    static REMOTE_READS: Cell<u64> = const { Cell::new(0) };
 }
 
 fn hook() -> bool {
@@ -75,28 +79,51 @@ impl Drop for InModel {
     }
 }
 
-/// Every design under test: Zen with each protocol and each baseline (one
-/// line per engine added later).
-fn designs() -> Vec<(EngineKind, CcKind)> {
-    let mut designs: Vec<_> = CcKind::ALL.into_iter().map(|cc| (EngineKind::Zen, cc)).collect();
-    designs.push((EngineKind::Ideal, CcKind::Silo));
-    designs.push((EngineKind::Mmdb, CcKind::Silo));
-    designs.push((EngineKind::Wbl, CcKind::Silo));
+/// An engine configuration under test.
+#[derive(Debug, Clone, Copy)]
+struct Design {
+    engine: EngineKind,
+    cc: CcKind,
+    /// Zen+ NUMA-local writes on two virtual nodes (copies on foreign writes).
+    numa: bool,
+}
+
+/// Every design under test: Zen with each protocol, Zen+ local writes for
+/// one protocol of each family, and each baseline (one line per engine
+/// added later).
+fn designs() -> Vec<Design> {
+    let zen = |cc, numa| Design { engine: EngineKind::Zen, cc, numa };
+    let mut designs: Vec<_> = CcKind::ALL.into_iter().map(|cc| zen(cc, false)).collect();
+    for cc in [CcKind::NoWait, CcKind::Silo, CcKind::Tictoc, CcKind::Mvcc, CcKind::Hstore] {
+        designs.push(zen(cc, true));
+    }
+    for engine in [EngineKind::Ideal, EngineKind::Mmdb, EngineKind::Wbl] {
+        designs.push(Design { engine, cc: CcKind::Silo, numa: false });
+    }
     designs
 }
 
-fn name((engine, cc): (EngineKind, CcKind)) -> String {
-    match engine {
-        EngineKind::Zen => cc.name().to_string(),
-        _ => engine.name().to_string(),
+fn name(d: Design) -> String {
+    match (d.engine, d.numa) {
+        (EngineKind::Zen, false) => d.cc.name().to_string(),
+        (EngineKind::Zen, true) => format!("{}+numa", d.cc.name()),
+        _ => d.engine.name().to_string(),
     }
 }
 
-fn tiny_config((engine, cc): (EngineKind, CcKind), race_fault: Option<RaceFault>) -> EngineConfig {
+fn tiny_config(d: Design, race_fault: Option<RaceFault>) -> EngineConfig {
+    let mut numa = NumaConfig::default();
+    if d.numa {
+        numa.nodes = Some(2);
+        numa.mode = NumaMode::LocalWrite;
+        numa.binding = Binding::Even;
+        numa.pin = false;
+    }
     EngineConfig {
+        engine: d.engine,
+        cc: d.cc,
+        numa,
         race_fault,
-        engine,
-        cc,
         pmem: BackendKind::Dram,
         pool_size_bytes: 4 << 20,
         page_size_bytes: 64 << 10,
@@ -131,10 +158,7 @@ fn plans() -> [Vec<Vec<(u64, bool)>>; 3] {
 }
 
 /// One execution: returns the history (every attempt) and the final lists.
-fn execution(
-    design: (EngineKind, CcKind),
-    race_fault: Option<RaceFault>,
-) -> (Vec<TxnRecord>, Vec<Vec<u32>>) {
+fn execution(design: Design, race_fault: Option<RaceFault>) -> (Vec<TxnRecord>, Vec<Vec<u32>>) {
     let engine: Arc<Box<dyn Engine>> =
         Arc::new(zen_engine::open(&tiny_config(design, race_fault)).unwrap());
     let schema = TableSchema::new("lists").column("list", ColumnType::Bytes(ROW_BYTES as u16));
@@ -215,11 +239,18 @@ fn execution(
         committed: true,
         ops: (0..KEYS).map(|k| Op::Read(k, Some(lists[k as usize].clone()))).collect(),
     });
+    if design.numa {
+        // N1: local writes never write another node's memory, even in the
+        // middle of a conflict.
+        let numa = engine.numa_stats().expect("NUMA is on");
+        assert_eq!(numa.total.remote_writes, 0, "{}: a remote write", name(design));
+        REMOTE_READS.with(|r| r.set(r.get() + numa.total.remote_reads));
+    }
     (history, lists)
 }
 
 /// The checks every execution must pass.
-fn check_execution(design: (EngineKind, CcKind), history: &[TxnRecord], lists: &[Vec<u32>]) {
+fn check_execution(design: Design, history: &[TxnRecord], lists: &[Vec<u32>]) {
     let edges = match check_ours(history) {
         Ok(edges) => edges,
         Err(anomaly) => panic!("{}: our checker: {anomaly}\n{history:?}", name(design)),
@@ -253,7 +284,7 @@ fn check_execution(design: (EngineKind, CcKind), history: &[TxnRecord], lists: &
 /// at least one aborted attempt (a conflict the protocol saw, so the
 /// transactions did interleave).
 fn explore<S: Scheduler + 'static>(
-    design: (EngineKind, CcKind),
+    design: Design,
     race_fault: Option<RaceFault>,
     scheduler: S,
 ) -> usize {
@@ -288,6 +319,10 @@ fn random_and_pct_schedules_of_every_protocol_are_serializable() {
         let random = explore(design, None, RandomScheduler::new_from_seed(seed, iterations));
         let pct = explore(design, None, PctScheduler::new_from_seed(seed, PCT_DEPTH, iterations));
         let points = POINTS.with(Cell::get) - before;
+        if design.numa {
+            assert!(REMOTE_READS.with(Cell::get) > 0, "{}: nothing crossed nodes", name(design));
+            REMOTE_READS.with(|r| r.set(0));
+        }
         eprintln!(
             "{}: {iterations} random + {iterations} PCT (depth {PCT_DEPTH}) schedules, seed {seed}: \
              {random} + {pct} with a conflict, {points} schedule points, {:.1} s",
@@ -311,7 +346,7 @@ fn every_injected_race_is_found() {
     let seed = zen_pmem::sim::seed_from_env(0x5C4ED);
     let mut found = 0;
     for race in RaceFault::ALL {
-        let design = (EngineKind::Zen, race.cc());
+        let design = Design { engine: EngineKind::Zen, cc: race.cc(), numa: false };
         let started = std::time::Instant::now();
         let caught = std::panic::catch_unwind(|| {
             explore(design, Some(race), RandomScheduler::new_from_seed(seed, 20_000))

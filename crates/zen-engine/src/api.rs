@@ -234,8 +234,20 @@ impl Drop for Txn<'_, '_> {
     }
 }
 
-/// Most attempts `run` makes before giving up on retryable aborts.
+/// Attempts `run` makes before it may give up on retryable aborts.
 pub const MAX_ATTEMPTS: u32 = 1000;
+
+/// How long `run` keeps retrying once past [`MAX_ATTEMPTS`]: a count alone
+/// gave up after half a second of back-off while an older transaction's
+/// thread was descheduled on a loaded machine (wait-die kills the younger
+/// one at every attempt until the older commits), which is no reason to fail.
+pub const RETRY_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Whether a request that has made `attempts` attempts since `started` has
+/// retried long enough to give up (both bounds are past).
+pub fn retries_exhausted(attempts: u32, started: std::time::Instant) -> bool {
+    attempts >= MAX_ATTEMPTS && started.elapsed() >= RETRY_PATIENCE
+}
 
 impl<'e> dyn EngineWorker + 'e {
     /// Begin an explicit transaction (drop = abort).
@@ -244,14 +256,16 @@ impl<'e> dyn EngineWorker + 'e {
         Ok(Txn { worker: self, open: true })
     }
 
-    /// Run `body` as a transaction, retrying retryable aborts up to
-    /// [`MAX_ATTEMPTS`] times with a short growing back-off. Returns the body's
-    /// value from the attempt that committed.
+    /// Run `body` as a transaction, retrying retryable aborts with a short
+    /// growing back-off until at least [`MAX_ATTEMPTS`] attempts and
+    /// [`RETRY_PATIENCE`] have passed. Returns the body's value from the
+    /// attempt that committed.
     pub fn run<R>(
         &mut self,
         opts: &TxnOptions,
         mut body: impl FnMut(&mut dyn Transaction) -> Result<R>,
     ) -> Result<R> {
+        let started = std::time::Instant::now();
         let mut attempt = 0u32;
         loop {
             let mut value = None;
@@ -261,7 +275,7 @@ impl<'e> dyn EngineWorker + 'e {
             });
             match result {
                 Ok(_) => return Ok(value.expect("a committed body produced a value")),
-                Err(e) if e.is_retryable() && attempt + 1 < MAX_ATTEMPTS => {
+                Err(e) if e.is_retryable() && !retries_exhausted(attempt + 1, started) => {
                     attempt += 1;
                     backoff(attempt);
                 }

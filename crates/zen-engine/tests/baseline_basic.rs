@@ -415,6 +415,40 @@ fn mmdb_periodic_checkpoints_run_in_the_background() {
 }
 
 #[test]
+fn mmdb_checkpoints_when_the_log_fills_the_pool() {
+    // 16 MiB pool, no periodic checkpoints: updates of 64 hot accounts write
+    // far more log than the pool holds; log-pressure checkpoints truncate it.
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(EngineKind::Mmdb, dir.path(), true);
+    assert_eq!(config.checkpoint_interval_ms, None);
+    let engine = MmdbEngine::<FsBackend>::create(&config).unwrap();
+    let e: &dyn Engine = &engine;
+    let t = e.create_table(&accounts()).unwrap();
+    let mut w = e.worker().unwrap();
+    w.run(&opts(), |tx| (0..64).try_for_each(|k| tx.insert(t, k, &row(0)))).unwrap();
+    let mut logged = 0u64;
+    let mut n = 0i64;
+    while logged < 3 * config.pool_size_bytes {
+        let before = w.counters();
+        w.run(&opts(), |tx| (0..64).try_for_each(|k| tx.update(t, k, &row(n + k as i64)))).unwrap();
+        logged += w.counters().since(&before).bytes_written;
+        n += 1;
+    }
+    drop(w);
+    let (taken, failed) = engine.pressure_checkpoints();
+    assert!(taken > 0 && failed == 0, "taken {taken}, failed {failed}");
+    assert!(engine.checkpoint_state().seq >= taken);
+    e.check_invariants().unwrap();
+    let expected: Vec<(u64, i64)> = (0..64).map(|k| (k, n - 1 + k as i64)).collect();
+    assert_eq!(dump(e, t), expected);
+    engine.abandon_engine();
+    let engine =
+        MmdbEngine::<FsBackend>::open(&zen_engine::EngineConfig { create: false, ..config })
+            .unwrap();
+    assert_eq!(dump(&engine, t), expected, "recovered from the last checkpoint and the log");
+}
+
+#[test]
 fn wbl_lazy_commits_are_durable_after_sync() {
     let dir = tempfile::tempdir().unwrap();
     let config = zen_engine::EngineConfig {

@@ -5,7 +5,45 @@
 # Configurations of one figure run interleaved, REPEAT times, so machine
 # noise hits them alike; compare ratios within one run of this script.
 # Usage: scripts/numa-figures.sh OUT_DIR [REPEAT] [DURATION]
+#        scripts/numa-figures.sh summarize OUT_DIR   (tables of a finished run)
 set -euo pipefail
+if [ "${1:-}" = summarize ]; then
+  exec python3 - "${2:?usage: scripts/numa-figures.sh summarize OUT_DIR}" <<'PY'
+import collections, json, os, sys
+out = sys.argv[1]
+runs = collections.defaultdict(list)  # config -> [(tps, numa measured)]
+for name in sorted(os.listdir(out)):
+    if not name.endswith(".json"):
+        continue
+    config = name.rsplit(".", 2)[0]
+    try:
+        with open(os.path.join(out, name)) as f:
+            d = json.load(f)
+    except ValueError:
+        print(f"skipping {name}: not a finished run", file=sys.stderr)
+        continue
+    runs[config].append((d["summary"]["throughput_tps"], d["numa"]))
+def mean(xs):
+    return sum(xs) / len(xs)
+def share(numa):
+    return 100 * numa["remote_fraction"], 100 * numa["remote_read_fraction"], 100 * numa["remote_write_fraction"]
+groups = collections.OrderedDict()
+for config in runs:
+    fig, rest = config.split(".", 1)
+    cell, _, variant = rest.rpartition(".")
+    groups.setdefault((fig, cell), []).append(variant)
+for (fig, cell), variants in groups.items():
+    base = f"{fig}.{cell}"
+    ref = runs.get(f"{base}.remote") or runs.get(f"{base}.even") or runs[f"{base}.{variants[0]}"]
+    ref_tps = mean([t for t, _ in ref])
+    print(f"{fig} {cell}")
+    for v in variants:
+        rs = runs[f"{base}.{v}"]
+        tps = mean([t for t, _ in rs])
+        total, reads, writes = (mean(x) for x in zip(*(share(n) for _, n in rs)))
+        print(f"  {v:15s} {tps:10.0f} txn/s  {tps / ref_tps:5.2f}x  remote {total:5.1f} % (reads {reads:5.1f} %, writes {writes:5.1f} %)")
+PY
+fi
 out=${1:?usage: scripts/numa-figures.sh OUT_DIR [REPEAT] [DURATION]}
 repeat=${2:-2}
 duration=${3:-3s}

@@ -106,3 +106,118 @@ fn crash_with_two_workers() {
         alpha: None,
     });
 }
+
+/// Catalog rewrites while transactions run: one thread creates tables (each
+/// a copy-on-write catalog page, a root switch and the old page's release)
+/// while another commits transactions. Every crash image must recover to a
+/// data state that is a prefix of the transactions (with every acknowledged
+/// one) and a catalog that holds the original tables plus a prefix of the
+/// created ones, each usable; creating one more table and committing into it
+/// must work; nested crashes of recovery change nothing.
+#[test]
+fn crash_during_catalog_rewrites_while_transactions_run() {
+    catalog_campaign::<zen_engine::cc::Silo>().unwrap_or_else(|e| panic!("{e}"));
+    catalog_campaign::<zen_engine::cc::Mvcc>().unwrap_or_else(|e| panic!("{e}"));
+}
+
+fn extra_table(i: usize) -> zen_engine::TableSchema {
+    zen_engine::TableSchema::new(&format!("extra_{i}"))
+        .column("amount", zen_engine::ColumnType::I64)
+        .column("pad", zen_engine::ColumnType::Bytes(24))
+}
+
+fn catalog_campaign<P: zen_engine::cc::Protocol>() -> Result<(), String> {
+    use zen_engine::{Engine, TxnOptions};
+    use zen_pmem::PersistenceDomain;
+    use zen_pmem::sim::{CheckPlan, CrashMode, SimBackend, seed_from_env};
+
+    const CREATED: usize = 3;
+    let name = format!("catalog-rewrites/{}", P::KIND.name());
+    let steps: Vec<Step> = (0..6)
+        .map(|i| vec![(0, i % 8, Some(200 + i as i64), false), (1, 700 + i, Some(i as i64), true)])
+        .collect();
+    let (backend, initial) = loaded_backend::<P>();
+    let engine = recover_with::<P>(backend, &config::<P>(None)).unwrap();
+    let id = {
+        let e: &dyn Engine = &engine;
+        engine.shared().pool.backend().reset_trace();
+        let opts = TxnOptions {
+            durability: Some(zen_engine::Durability::Immediate),
+            ..Default::default()
+        };
+        let mut w = e.worker().unwrap();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for i in 0..CREATED {
+                    e.create_table(&extra_table(i)).unwrap();
+                }
+            });
+            for s in &steps {
+                run_step_with(&mut w, s, &opts);
+            }
+        });
+        w.id()
+    };
+    let keys = steps.iter().flatten().map(|&(t, k, _, _)| (t, k)).collect();
+    let mut model = WorkerModel { id, keys, states: Vec::new() };
+    let mut state = model.restrict(&initial);
+    model.states.push(state.clone());
+    for s in &steps {
+        apply(&mut state, s);
+        model.states.push(state.clone());
+    }
+    let models = [model];
+    let pool = engine.into_pool().unwrap();
+    let trace = pool.backend().trace();
+    pool.abandon();
+    if !trace.lints().is_clean() {
+        return Err(format!("{name}: lints: {}", trace.lints().summary()));
+    }
+    let seed = seed_from_env(0x5EED);
+    let mut created_seen = [0u64; CREATED + 1];
+    for (mode, budget) in
+        [(CrashMode::Strict, 128), (CrashMode::Paranoid, 32), (CrashMode::Eadr, 32)]
+    {
+        let stats = trace
+            .check(CheckPlan::new(mode, budget, seed), |point, image| {
+                let acked: Vec<u64> = point.acked_txns().collect();
+                let backend = SimBackend::from_image(image.bytes.to_vec(), PersistenceDomain::Adr);
+                let engine = recover::<P>(backend, None)?;
+                let e: &dyn Engine = &engine;
+                for original in ["accounts", "orders"] {
+                    e.table_id(original).map_err(|x| format!("lost table {original}: {x}"))?;
+                }
+                let present: Vec<bool> =
+                    (0..CREATED).map(|i| e.table_id(&format!("extra_{i}")).is_ok()).collect();
+                let k = present.iter().take_while(|&&p| p).count();
+                if present[k..].iter().any(|&p| p) {
+                    return Err(format!("created tables are not a prefix: {present:?}"));
+                }
+                created_seen[k] += 1;
+                let before = max_cts_in(&engine);
+                oracle(&engine, &models, &acked, before)?;
+                // Every recovered table is usable, and the catalog can grow.
+                let next = e.create_table(&extra_table(k)).map_err(|x| format!("create: {x}"))?;
+                let mut w = e.worker().map_err(|x| x.to_string())?;
+                w.execute(&TxnOptions::default(), &mut |tx| tx.insert(next, 1, &row(1)))
+                    .map_err(|x| format!("insert into a new table: {x}"))?;
+                drop(w);
+                e.check_invariants().map_err(|x| format!("structure after create: {x}"))?;
+                engine.into_pool().unwrap().abandon();
+                Ok(())
+            })
+            .map_err(|f| format!("{name} ({}): {f}", mode.name()))?;
+        eprintln!(
+            "{name} {}: {} crash points, {} images, 0 failures",
+            mode.name(),
+            stats.points,
+            stats.images
+        );
+    }
+    // Crashes fell before, between and after the rewrites.
+    if created_seen[0] == 0 || created_seen[CREATED] == 0 {
+        return Err(format!("{name}: images by created tables {created_seen:?}"));
+    }
+    eprintln!("{name}: images by number of created tables {created_seen:?}");
+    nested::<P>(&name, &trace, seed, None)
+}

@@ -239,17 +239,23 @@ pub enum RaceFault {
     /// TicToc's read-timestamp extension ignores a lock taken between its
     /// lock check and its CAS (the locker may have read the old rts).
     TictocExtendUnderLock,
+    /// TicToc validates a read-only transaction at logical time 0 instead of
+    /// the largest wts it read.
+    TictocReadOnlyAtZero,
 }
 
 impl RaceFault {
-    pub const ALL: [RaceFault; 2] =
-        [RaceFault::NoLocationRecheck, RaceFault::TictocExtendUnderLock];
+    pub const ALL: [RaceFault; 3] = [
+        RaceFault::NoLocationRecheck,
+        RaceFault::TictocExtendUnderLock,
+        RaceFault::TictocReadOnlyAtZero,
+    ];
 
     /// The protocol whose code path the fault breaks.
     pub fn cc(self) -> CcKind {
         match self {
             RaceFault::NoLocationRecheck => CcKind::Hekaton,
-            RaceFault::TictocExtendUnderLock => CcKind::Tictoc,
+            RaceFault::TictocExtendUnderLock | RaceFault::TictocReadOnlyAtZero => CcKind::Tictoc,
         }
     }
 }

@@ -28,7 +28,19 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             self.check_exclusive()?;
         }
         if self.writes.is_empty() {
-            self.validate(0)?;
+            // TicToc: a read-only transaction commits at the largest wts it
+            // read, and every read must be valid at that logical time (its
+            // rts reaches it, or is extended to it while unlocked). Validating
+            // at 0 instead let any read pass the `rts >= commit_ts` shortcut,
+            // even one locked by a writer about to commit below the reader's
+            // other reads: the reader saw a later write on one key and an
+            // earlier version on another (found by the shuttle schedules).
+            let logical = if P::TICTOC && !self.race(RaceFault::TictocReadOnlyAtZero) {
+                self.tictoc_commit_ts()
+            } else {
+                0
+            };
+            self.validate(logical)?;
             return Ok(CommitInfo { cts: 0, durable: true, writes: 0 });
         }
         // Kung–Robinson: validation and write phase in one critical section.

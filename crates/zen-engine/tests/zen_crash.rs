@@ -121,7 +121,7 @@ fn crash_during_catalog_rewrites_while_transactions_run() {
 }
 
 fn extra_table(i: usize) -> zen_engine::TableSchema {
-    zen_engine::TableSchema::new(&format!("extra_{i}"))
+    zen_engine::TableSchema::new(format!("extra_{i}"))
         .column("amount", zen_engine::ColumnType::I64)
         .column("pad", zen_engine::ColumnType::Bytes(24))
 }

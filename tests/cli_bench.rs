@@ -136,3 +136,36 @@ fn ycsb_core_workload_e_scans_and_inserts_on_emulated_nvm() {
     assert!(out.contains("scrambled zipfian"), "{out}");
     assert!(out.contains("scan") && out.contains("insert"), "{out}");
 }
+
+#[test]
+fn mmdb_checkpoints_when_its_log_fills_a_small_pool_and_reports_it() {
+    // 32 MiB pool: a write-heavy run logs far more than that, so mmdb must
+    // checkpoint on log pressure instead of running out of space.
+    let out = bench(&[
+        "ycsb",
+        "--engine",
+        "mmdb",
+        "--records",
+        "2000",
+        "--mix",
+        "WH",
+        "--pool-size",
+        "32MiB",
+        "--threads",
+        "2",
+        "--txns",
+        "20000",
+        "--warmup",
+        "0s",
+        "--format",
+        "json",
+    ]);
+    let json: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
+    let schema: Value = serde_json::from_str(include_str!("../docs/summary.schema.json")).unwrap();
+    let problems = zen_workload::jsonschema::validate(&json, &schema);
+    assert!(problems.is_empty(), "{problems:#?}");
+    let c = &json["checkpoints"];
+    assert!(c["on_log_pressure"].as_u64().unwrap() >= 1, "{c}");
+    assert_eq!(c["failed_on_log_pressure"], 0, "{c}");
+    assert!(c["seq"].as_u64().unwrap() >= c["on_log_pressure"].as_u64().unwrap(), "{c}");
+}

@@ -338,6 +338,20 @@ pub struct EngineStatus {
     /// Zen+ adaptive execution counters, when it is on (`zen::adaptive`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adaptive: Option<crate::zen::adaptive::AdaptiveStats>,
+    /// Checkpoints of engines that take them (mmdb).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<CheckpointStats>,
+}
+
+/// Checkpoints of an engine that takes them (mmdb).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CheckpointStats {
+    /// Sequence number of the current checkpoint (0: none yet).
+    pub seq: u64,
+    /// Checkpoints taken by this process because the log filled the pool.
+    pub on_log_pressure: u64,
+    /// Of those, the ones that failed (e.g. no room left for the copy).
+    pub failed_on_log_pressure: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

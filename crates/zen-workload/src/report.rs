@@ -215,6 +215,9 @@ pub struct Report {
     /// protocol that runs it, adaptive on).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adaptive: Option<AdaptiveStats>,
+    /// Checkpoints at the end of the run (mmdb).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<zen_engine::api::CheckpointStats>,
 }
 
 /// The NUMA part of a report: the measured interval's accesses and shares.
@@ -286,6 +289,7 @@ impl Report {
                 run,
             }),
             adaptive: run.adaptive,
+            checkpoints: run.checkpoints,
         }
     }
 
@@ -296,7 +300,22 @@ impl Report {
         self.render_types(&mut out);
         self.render_nvm(&mut out);
         self.render_adaptive(&mut out);
+        self.render_checkpoints(&mut out);
         out
+    }
+
+    fn render_checkpoints(&self, out: &mut String) {
+        let Some(c) = &self.checkpoints else { return };
+        let failed = match c.failed_on_log_pressure {
+            0 => String::new(),
+            n => format!(" ({} failed)", group(n)),
+        };
+        let _ = writeln!(
+            out,
+            "checkpoints       current seq {} · {} taken because the log filled the pool{failed}",
+            group(c.seq),
+            group(c.on_log_pressure),
+        );
     }
 
     fn render_adaptive(&self, out: &mut String) {
@@ -629,6 +648,7 @@ mod tests {
                 ..Default::default()
             },
             adaptive: None,
+            checkpoints: None,
             timeseries: vec![IntervalSample {
                 elapsed_s: 1.0,
                 phase: "measure",

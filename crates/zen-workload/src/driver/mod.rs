@@ -166,6 +166,8 @@ pub struct RunResult {
     pub nvm: CounterSnapshot,
     /// Zen+ adaptive-execution counters over the measured interval.
     pub adaptive: Option<AdaptiveStats>,
+    /// Checkpoints of the engine at the end of the run (mmdb).
+    pub checkpoints: Option<zen_engine::api::CheckpointStats>,
     pub timeseries: Vec<IntervalSample>,
     /// NUMA placement and accesses when the engine runs NUMA-aware.
     pub numa: Option<NumaRun>,
@@ -268,6 +270,7 @@ pub fn run_benchmark<W: Workload>(
             stats: merged,
             nvm,
             adaptive,
+            checkpoints: engine.status().checkpoints,
             timeseries: timing.samples,
             numa,
         })

@@ -244,9 +244,10 @@ pub const MAX_ATTEMPTS: u32 = 1000;
 pub const RETRY_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Whether a request that has made `attempts` attempts since `started` has
-/// retried long enough to give up (both bounds are past).
-pub fn retries_exhausted(attempts: u32, started: std::time::Instant) -> bool {
-    attempts >= MAX_ATTEMPTS && started.elapsed() >= RETRY_PATIENCE
+/// retried long enough to give up: at least `max_attempts` attempts and
+/// [`RETRY_PATIENCE`] (both bounds are past).
+pub fn retries_exhausted(attempts: u32, max_attempts: u32, started: std::time::Instant) -> bool {
+    attempts >= max_attempts && started.elapsed() >= RETRY_PATIENCE
 }
 
 impl<'e> dyn EngineWorker + 'e {
@@ -275,7 +276,10 @@ impl<'e> dyn EngineWorker + 'e {
             });
             match result {
                 Ok(_) => return Ok(value.expect("a committed body produced a value")),
-                Err(e) if e.is_retryable() && !retries_exhausted(attempt + 1, started) => {
+                Err(e)
+                    if e.is_retryable()
+                        && !retries_exhausted(attempt + 1, MAX_ATTEMPTS, started) =>
+                {
                     attempt += 1;
                     backoff(attempt);
                 }

@@ -58,6 +58,21 @@ pub fn hooked() -> bool {
     HOOK.get().is_some()
 }
 
+/// Take a lock: `try_take` first; while it fails under a model, yield
+/// through schedule points and try again; outside a model, `block`.
+#[inline]
+fn acquire<G>(try_take: impl Fn() -> Option<G>, block: impl FnOnce() -> G) -> G {
+    if let Some(guard) = try_take() {
+        return guard;
+    }
+    while point() {
+        if let Some(guard) = try_take() {
+            return guard;
+        }
+    }
+    block()
+}
+
 /// A mutex that yields through schedule points instead of parking when a
 /// model runs (see the module docs); otherwise `parking_lot::Mutex`.
 #[derive(Debug, Default)]
@@ -70,15 +85,7 @@ impl<T> Mutex<T> {
 
     #[inline]
     pub fn lock(&self) -> MutexGuard<'_, T> {
-        if let Some(guard) = self.0.try_lock() {
-            return guard;
-        }
-        while point() {
-            if let Some(guard) = self.0.try_lock() {
-                return guard;
-            }
-        }
-        self.0.lock()
+        acquire(|| self.0.try_lock(), || self.0.lock())
     }
 
     #[inline]
@@ -107,28 +114,12 @@ impl<T> RwLock<T> {
 
     #[inline]
     pub fn read(&self) -> RwLockReadGuard<'_, T> {
-        if let Some(guard) = self.0.try_read() {
-            return guard;
-        }
-        while point() {
-            if let Some(guard) = self.0.try_read() {
-                return guard;
-            }
-        }
-        self.0.read()
+        acquire(|| self.0.try_read(), || self.0.read())
     }
 
     #[inline]
     pub fn write(&self) -> RwLockWriteGuard<'_, T> {
-        if let Some(guard) = self.0.try_write() {
-            return guard;
-        }
-        while point() {
-            if let Some(guard) = self.0.try_write() {
-                return guard;
-            }
-        }
-        self.0.write()
+        acquire(|| self.0.try_write(), || self.0.write())
     }
 
     pub fn get_mut(&mut self) -> &mut T {

@@ -10,20 +10,25 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Copy `words` into `out` (relaxed loads: the caller validates the version).
-/// A schedule point comes before the copy, and under a model one more in its
-/// middle, so that a writer may run between the halves and torn copies are
+/// Under a model a schedule point comes before the copy and one more in its
+/// middle (outside one, no point is reached: one check of the hook), so that a writer may run between the halves and torn copies are
 /// among the explored schedules (`crate::sched`).
 #[inline]
 pub fn load_row(words: &[AtomicU64], out: &mut [u8]) {
-    crate::sched::point();
     if crate::sched::hooked() {
-        let (head, tail) = out.split_at_mut(out.len() / 16 * 8);
+        let (head, tail) = out.split_at_mut(model_split(out.len()));
+        crate::sched::point();
         copy_out(&words[..head.len() / 8], head);
         crate::sched::point();
         copy_out(&words[head.len() / 8..], tail);
         return;
     }
     copy_out(words, out);
+}
+
+/// Where a copy under a model pauses: the word boundary nearest the middle.
+fn model_split(len: usize) -> usize {
+    len / 16 * 8
 }
 
 #[inline]
@@ -46,9 +51,9 @@ fn copy_out(words: &[AtomicU64], out: &mut [u8]) {
 /// Schedule points as in [`load_row`].
 #[inline]
 pub fn store_row(words: &[AtomicU64], row: &[u8]) {
-    crate::sched::point();
     if crate::sched::hooked() {
-        let (head, tail) = row.split_at(row.len() / 16 * 8);
+        let (head, tail) = row.split_at(model_split(row.len()));
+        crate::sched::point();
         copy_in(&words[..head.len() / 8], head);
         crate::sched::point();
         copy_in(&words[head.len() / 8..], tail);

@@ -29,9 +29,7 @@ use shuttle::rand::Rng as _;
 use shuttle::scheduler::{PctScheduler, RandomScheduler, Scheduler};
 use shuttle::{Config, MaxSteps, Runner};
 use zen_engine::numa::{Binding, NumaConfig, NumaMode};
-use zen_engine::{
-    CcKind, ColumnType, Engine, EngineConfig, EngineKind, RaceFault, TableSchema, TxnOptions,
-};
+use zen_engine::{CcKind, Engine, EngineConfig, EngineKind, RaceFault, TxnOptions};
 use zen_pmem::BackendKind;
 
 /// Hot keys every transaction draws from.
@@ -161,13 +159,7 @@ fn plans() -> [Vec<Vec<(u64, bool)>>; 3] {
 fn execution(design: Design, race_fault: Option<RaceFault>) -> (Vec<TxnRecord>, Vec<Vec<u32>>) {
     let engine: Arc<Box<dyn Engine>> =
         Arc::new(zen_engine::open(&tiny_config(design, race_fault)).unwrap());
-    let schema = TableSchema::new("lists").column("list", ColumnType::Bytes(ROW_BYTES as u16));
-    let t = engine.create_table(&schema).unwrap();
-    engine
-        .worker()
-        .unwrap()
-        .run(&TxnOptions::default(), |tx| (0..KEYS).try_for_each(|k| tx.insert(t, k, &encode(&[]))))
-        .unwrap();
+    let t = create_lists(engine.as_ref().as_ref(), KEYS);
     let history = Arc::new(Mutex::new(Vec::new()));
     let handles: Vec<_> = plans()
         .into_iter()
@@ -197,8 +189,7 @@ fn execution(design: Design, race_fault: Option<RaceFault>) -> (Vec<TxnRecord>, 
                                     tx.update(t, k, &encode(&list))?;
                                     ops.push(Op::Append(k, v));
                                 } else {
-                                    tx.get(t, k, &mut row[..ROW_BYTES])?;
-                                    ops.push(Op::Read(k, Some(decode(&row))));
+                                    ops.push(read(tx, t, k, &mut row[..ROW_BYTES])?);
                                 }
                             }
                             Ok(())
@@ -220,19 +211,7 @@ fn execution(design: Design, race_fault: Option<RaceFault>) -> (Vec<TxnRecord>, 
     for h in handles {
         h.join().unwrap();
     }
-    // A final reader fixes every key's version order.
-    let mut w = engine.worker().unwrap();
-    let mut row = vec![0u8; ROW_BYTES];
-    let mut lists = Vec::new();
-    w.run(&TxnOptions::default(), |tx| {
-        lists.clear();
-        for k in 0..KEYS {
-            tx.get(t, k, &mut row)?;
-            lists.push(decode(&row));
-        }
-        Ok(())
-    })
-    .unwrap();
+    let lists = read_lists(engine.as_ref().as_ref(), t, KEYS);
     let mut history = std::mem::take(&mut *history.lock().unwrap());
     history.push(TxnRecord {
         process: 3,

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use common::*;
 use history::*;
 use rand::{Rng, SeedableRng};
-use zen_engine::{CcKind, ColumnType, Engine, TableSchema, TxnOptions};
+use zen_engine::{CcKind, Engine, TxnOptions};
 
 const KEYS: u64 = 12;
 const WORKERS: usize = 3;
@@ -37,13 +37,7 @@ const TXNS: usize = 120;
 /// Run the workload; returns every attempt (committed or aborted).
 fn run_history(cc: CcKind, seed: u64) -> Vec<TxnRecord> {
     let engine: Arc<Box<dyn Engine>> = Arc::new(zen_engine::open(&dram_config(cc)).unwrap());
-    let schema = TableSchema::new("lists").column("list", ColumnType::Bytes(ROW_BYTES as u16));
-    let t = engine.create_table(&schema).unwrap();
-    engine
-        .worker()
-        .unwrap()
-        .run(&TxnOptions::default(), |tx| (0..KEYS).try_for_each(|k| tx.insert(t, k, &encode(&[]))))
-        .unwrap();
+    let t = create_lists(engine.as_ref().as_ref(), KEYS);
     let appended: Arc<Mutex<HashMap<u64, usize>>> = Arc::default();
     let start = Arc::new(std::sync::Barrier::new(WORKERS));
     let handles: Vec<_> = (0..WORKERS)
@@ -90,8 +84,7 @@ fn run_history(cc: CcKind, seed: u64) -> Vec<TxnRecord> {
                                 tx.update(t, k, &encode(&list))?;
                                 ops.push(Op::Append(k, v));
                             } else {
-                                tx.get(t, k, &mut row)?;
-                                ops.push(Op::Read(k, Some(decode(&row))));
+                                ops.push(read(tx, t, k, &mut row)?);
                             }
                         }
                         Ok(())
@@ -112,18 +105,8 @@ fn run_history(cc: CcKind, seed: u64) -> Vec<TxnRecord> {
         .collect();
     let mut history: Vec<TxnRecord> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
     // A final reader establishes every key's full version order.
-    let mut w = engine.worker().unwrap();
-    let mut row = vec![0u8; ROW_BYTES];
-    let mut ops = Vec::new();
-    w.run(&TxnOptions::default(), |tx| {
-        ops.clear();
-        for k in 0..KEYS {
-            tx.get(t, k, &mut row)?;
-            ops.push(Op::Read(k, Some(decode(&row))));
-        }
-        Ok(())
-    })
-    .unwrap();
+    let lists = read_lists(engine.as_ref().as_ref(), t, KEYS);
+    let ops = lists.into_iter().zip(0..).map(|(list, k)| Op::Read(k, Some(list))).collect();
     history.push(TxnRecord { process: WORKERS, ops, committed: true });
     history
 }

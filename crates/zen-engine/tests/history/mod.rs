@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use zen_engine::{ColumnType, Engine, TableId, TableSchema, Transaction, TxnOptions};
+
 /// Values one row can hold; a row is a length word and the values.
 pub const LIST_CAP: usize = 60;
 pub const ROW_BYTES: usize = 4 + 4 * LIST_CAP;
@@ -34,6 +36,47 @@ pub fn encode(list: &[u32]) -> Vec<u8> {
         row[4 + 4 * i..8 + 4 * i].copy_from_slice(&v.to_le_bytes());
     }
     row
+}
+
+/// Create the `lists` table holding an empty list under each of `keys` keys.
+pub fn create_lists(engine: &dyn Engine, keys: u64) -> TableId {
+    let schema = TableSchema::new("lists").column("list", ColumnType::Bytes(ROW_BYTES as u16));
+    let t = engine.create_table(&schema).unwrap();
+    engine
+        .worker()
+        .unwrap()
+        .run(&TxnOptions::default(), |tx| (0..keys).try_for_each(|k| tx.insert(t, k, &encode(&[]))))
+        .unwrap();
+    t
+}
+
+/// Read key `k`'s list (`row` holds `ROW_BYTES`).
+pub fn read(
+    tx: &mut dyn Transaction,
+    t: TableId,
+    k: u64,
+    row: &mut [u8],
+) -> zen_engine::Result<Op> {
+    tx.get(t, k, row)?;
+    Ok(Op::Read(k, Some(decode(row))))
+}
+
+/// The final reader: every key's list, read in one transaction (it fixes
+/// each key's version order).
+pub fn read_lists(engine: &dyn Engine, t: TableId, keys: u64) -> Vec<Vec<u32>> {
+    let mut w = engine.worker().unwrap();
+    let mut row = vec![0u8; ROW_BYTES];
+    let mut lists = Vec::new();
+    w.run(&TxnOptions::default(), |tx| {
+        lists.clear();
+        for k in 0..keys {
+            tx.get(t, k, &mut row)?;
+            lists.push(decode(&row));
+        }
+        Ok(())
+    })
+    .unwrap();
+    lists
 }
 
 /// Our checker: `Ok(edges)` when serializable, `Err(anomaly)` otherwise.

@@ -39,6 +39,8 @@ impl Mapping {
     /// # Safety
     /// `ptr` must be the start of a live `mmap` of `len` bytes that nothing
     /// else unmaps.
+    // SAFETY: constructing the value is safe; the caller's obligation above
+    // is what makes the later accesses and the `munmap` in `drop` sound.
     pub(crate) unsafe fn from_libc(ptr: *mut u8, len: usize) -> Mapping {
         Mapping { ptr, len, owner: Owner::Libc }
     }

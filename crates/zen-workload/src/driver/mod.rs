@@ -584,9 +584,11 @@ impl Attempt<'_> {
                 Some(reason) if reason.is_retryable() => {
                     stats.on_cc_abort(txn_type, reason);
                     live.on_cc_abort();
-                    if attempt >= self.config.max_attempts
-                        && started.elapsed() >= zen_engine::api::RETRY_PATIENCE
-                    {
+                    if zen_engine::api::retries_exhausted(
+                        attempt,
+                        self.config.max_attempts,
+                        started,
+                    ) {
                         return Err(Error::RetriesExhausted {
                             worker: self.index,
                             txn: self.names[txn_type],

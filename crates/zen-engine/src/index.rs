@@ -1,14 +1,30 @@
 //! The primary index of every engine: key → record id.
 //!
-//! Two structures, one authority. A lock-free skip list holds every key in
-//! order (scans, recovery, checks) and decides races between inserters; a
-//! lock-free hash index in front of it answers point lookups, which are most
-//! of an OLTP workload's index work. Keys are never removed (a deleted record
-//! stays, marked absent, and is reused by a later insert of its key), so the
-//! hash index only grows and never disagrees with the skip list: a key is put
-//! in the hash index after the skip list has decided its record id, and a
-//! lookup that misses the hash index asks the skip list before it answers
-//! "absent".
+//! Two structures with two jobs. A lock-free hash index is the authority on
+//! record ids: it maps every key that was ever given a record to that record,
+//! decides races between inserters of one key, and answers point lookups with
+//! one probe. A lock-free skip list holds, in key order, the keys that may
+//! hold a live row: scans, phantom re-scans, checks and checkpoints walk it.
+//!
+//! The hash index never shrinks (a deleted record stays, absent, and a later
+//! insert of its key reuses it, so a reader that validated the absence of a
+//! key sees the insert change the record it read). The ordered set does: a
+//! key leaves it when its deletion is installed ([`PrimaryIndex::unlink`])
+//! and comes back when an insert locks its record ([`PrimaryIndex::link`]).
+//! Both calls are made by the holder of the record's lock, so they are
+//! serialised per key, and the invariant the engines rely on holds at every
+//! moment:
+//!
+//! > (I1) every record that is live, or locked by an inserter, has its key in
+//! > the ordered set.
+//!
+//! Keys of absent records may be there too (an aborted insert, a deletion
+//! replayed by recovery): scans skip them. A placeholder record made by a read
+//! of a missing key is not linked. Deleted keys no longer
+//! are, so a scan costs O(log n + k) in the live keys of its range, not in
+//! everything ever deleted there (TPC-C Delivery's "oldest new order" scan
+//! walked every order delivered before it). Engines whose snapshots may still
+//! read a deleted version (multi-version protocols) do not unlink.
 //!
 //! Why not one structure: scc's `TreeIndex` was measured to scan from the
 //! middle of a large tree in time that grows with the start position, and a
@@ -35,31 +51,40 @@ impl Default for PrimaryIndex {
 }
 
 impl PrimaryIndex {
-    /// The record id of `key`, if the key was ever inserted.
+    /// The record id of `key`, if the key was ever given one (one probe).
     #[inline]
     pub fn get(&self, key: u64) -> Option<u64> {
-        if let Some(rid) = self.point.peek_with(&key, |_, rid| *rid) {
-            return Some(rid);
-        }
-        let rid = self.ordered.get(&key).map(|e| *e.value())?;
-        // Its inserter may not have reached the hash index yet: help it.
-        let _ = self.point.insert(key, rid);
-        Some(rid)
+        self.point.peek_with(&key, |_, rid| *rid)
     }
 
-    /// Insert `key → rid` unless the key is there; returns the record id in
-    /// the index (the first inserter's).
+    /// Give `key` the record `rid` unless it has one; returns the record id
+    /// in the index (the first inserter's). The ordered set is not touched:
+    /// whoever makes the record live links it ([`PrimaryIndex::link`]).
     pub fn get_or_insert(&self, key: u64, rid: u64) -> u64 {
-        if let Some(existing) = self.point.peek_with(&key, |_, rid| *rid) {
-            return existing;
+        match self.point.insert(key, rid) {
+            Ok(()) => rid,
+            // Another thread gave the key its record first; entries are never
+            // removed, so it is there to read.
+            Err(_) => self.point.peek_with(&key, |_, rid| *rid).expect("entries stay"),
         }
-        let winner = *self.ordered.get_or_insert(key, rid).value();
-        // An `Err` means another thread put the same pair there first.
-        let _ = self.point.insert(key, winner);
-        winner
     }
 
-    /// (key, record id) pairs with keys in `range`, in key order.
+    /// Put `key` (record `rid`) in the ordered set if it is not there. The
+    /// caller holds the record's lock, or no transaction runs (recovery).
+    #[inline]
+    pub fn link(&self, key: u64, rid: u64) {
+        self.ordered.get_or_insert(key, rid);
+    }
+
+    /// Take `key` out of the ordered set: its record's deletion is being
+    /// installed by the caller, who holds the record's lock (I1).
+    #[inline]
+    pub fn unlink(&self, key: u64) {
+        self.ordered.remove(&key);
+    }
+
+    /// (key, record id) pairs of the ordered set with keys in `range`, in
+    /// key order.
     pub fn range(
         &self,
         range: std::ops::RangeInclusive<u64>,
@@ -67,17 +92,24 @@ impl PrimaryIndex {
         self.ordered.range(range).map(|e| (*e.key(), *e.value()))
     }
 
-    /// Every (key, record id) pair, in key order.
+    /// Every (key, record id) pair of the ordered set (every live key, I1),
+    /// in key order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.ordered.iter().map(|e| (*e.key(), *e.value()))
     }
 
+    /// Keys in the ordered set.
     pub fn len(&self) -> usize {
         self.ordered.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.ordered.is_empty()
+    }
+
+    /// Keys ever given a record id (the hash index; it never shrinks).
+    pub fn records(&self) -> usize {
+        self.point.len()
     }
 }
 
@@ -93,6 +125,9 @@ mod tests {
         assert_eq!(index.get_or_insert(5, 51), 50);
         assert_eq!(index.get_or_insert(3, 30), 30);
         assert_eq!(index.get(5), Some(50));
+        assert_eq!(index.range(0..=9).count(), 0, "records are linked by their inserter");
+        index.link(5, 50);
+        index.link(3, 30);
         assert_eq!(index.range(0..=4).collect::<Vec<_>>(), vec![(3, 30)]);
         assert_eq!(index.iter().collect::<Vec<_>>(), vec![(3, 30), (5, 50)]);
         assert_eq!(index.len(), 2);
@@ -115,6 +150,26 @@ mod tests {
             assert!(winners.iter().all(|w| w[k as usize] == rid), "key {k}");
             assert_eq!(rid / 10, k);
         }
-        assert_eq!(index.len(), 2000);
+        assert_eq!(index.records(), 2000);
+    }
+
+    #[test]
+    fn unlinked_keys_leave_scans_and_keep_their_record() {
+        let index = PrimaryIndex::default();
+        for k in 0..10 {
+            index.link(k, index.get_or_insert(k, 100 + k));
+        }
+        for k in 0..8 {
+            index.unlink(k);
+        }
+        assert_eq!(index.range(0..=9).collect::<Vec<_>>(), vec![(8, 108), (9, 109)]);
+        // The record id stays: a later insert of the key reuses it.
+        assert_eq!(index.get(3), Some(103));
+        assert_eq!(index.get_or_insert(3, 999), 103);
+        assert_eq!(index.range(0..=9).map(|(k, _)| k).collect::<Vec<_>>(), vec![8, 9]);
+        index.link(3, 103);
+        index.link(5, 105);
+        assert_eq!(index.range(0..=9).map(|(k, _)| k).collect::<Vec<_>>(), vec![3, 5, 8, 9]);
+        assert_eq!((index.len(), index.records()), (4, 10));
     }
 }

@@ -396,6 +396,7 @@ fn rebuild_indexes<B: PmemBackend>(
                 w.key, t.schema.name
             )));
         }
+        t.index.link(w.key, rid);
         if !t.secondary.is_empty() {
             row.resize(t.row_bytes, 0);
             shared.pool.backend().read(w.slot + heap::SLOT_HEADER_BYTES, &mut row);

@@ -647,6 +647,8 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             silo::unlock(&t.caches[w].entry(idx).cc[0], locked.1);
             return Err(e);
         }
+        // Locked: the key goes (back) into the ordered index (I1, `index.rs`).
+        t.index.link(key, rid);
         self.push_write(&t, key, rid, WriteKind::Insert, Some(row));
         self.writes.last_mut().expect("just pushed").locked = Some(locked);
         Ok(())

@@ -251,6 +251,7 @@ fn load_pages<B: PmemBackend>(
             &mut |t, key, row| {
                 let t = &tables[t as usize];
                 let rid = t.lookup_or_create(key).ok_or_else(|| too_many(t))?;
+                t.index.link(key, rid);
                 if t.records.get(rid).loc.load(Ordering::Acquire) != 0 {
                     return Err(Error::Corrupt(format!(
                         "checkpoint holds key {key} of table {} twice",
@@ -297,8 +298,12 @@ fn replay<B: PmemBackend>(store: &MmdbStore<B>, tables: &Tables, txn: &LoggedTxn
         })?;
         let rid = t.lookup_or_create(e.key).ok_or_else(|| too_many(t))?;
         match &e.row {
-            Some(row) => put(store, t, rid, row, txn.cts, BACKGROUND_THREAD)?,
+            Some(row) => {
+                t.index.link(e.key, rid);
+                put(store, t, rid, row, txn.cts, BACKGROUND_THREAD)?
+            }
             None => {
+                t.index.unlink(e.key);
                 let word = tid::make(txn.cts, true);
                 store.write_row(t, rid, BACKGROUND_THREAD, None, word);
                 t.records.get(rid).tid.store(word, Ordering::Release);

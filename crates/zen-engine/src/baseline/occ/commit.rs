@@ -142,6 +142,11 @@ impl<S: Store> OccWorker<'_, S> {
                 t.maintain_secondary(w.key, had_old.then_some(&old[..]), new_row);
             }
             S::install_row(self.core, &mut self.local, t, &w, new_row, cts);
+            if w.deleted() {
+                // Still locked: the deleted key leaves the ordered index, so
+                // scans no longer walk it (I1, `index.rs`; no snapshots here).
+                t.index.unlink(w.key);
+            }
             crate::sched::point();
             t.records.get(w.rid).tid.store(tid::make(cts, w.deleted()), Ordering::Release);
             self.writes[i].locked = None;

@@ -318,6 +318,8 @@ impl<'e, S: Store> OccWorker<'e, S> {
             return Err(Error::Abort(AbortReason::InsertConflict));
         }
         S::on_lock(self.core, &mut self.local, &t, rid);
+        // Locked: the key goes (back) into the ordered index (I1, `index.rs`).
+        t.index.link(key, rid);
         self.push_write(&t, key, rid, WriteKind::Insert);
         let last = self.writes.len() - 1;
         self.writes[last].locked = Some(cur);

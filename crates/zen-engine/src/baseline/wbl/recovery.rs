@@ -312,6 +312,7 @@ fn rebuild_records<B: PmemBackend>(
         let rid = t.lookup_or_create(w.key).ok_or_else(|| {
             Error::Corrupt(format!("table {}: more records than an engine holds", t.schema.name))
         })?;
+        t.index.link(w.key, rid);
         let r = t.records.get(rid);
         if r.loc.load(Ordering::Acquire) != 0 {
             return Err(Error::Corrupt(format!("table {}: key {} twice", t.schema.name, w.key)));

@@ -483,6 +483,13 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         v: Version,
     ) {
         let entry = t.caches[owner].entry(idx);
+        if v.deleted && !P::MULTI_VERSION {
+            // Still locked: the deleted key leaves the ordered index, so scans
+            // no longer walk it (I1, `index.rs`). Single-version protocols
+            // have no snapshot that could still read the deleted row;
+            // multi-version ones keep the key for their older readers.
+            t.index.unlink(w.key);
+        }
         let copy = match w.new_entry {
             Some(reserved) => Some(reserved),
             None if P::COPY_ON_FOREIGN_WRITE && owner != self.id => self.allocate_entry(t).ok(),

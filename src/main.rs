@@ -16,6 +16,12 @@ mod workloads;
 
 use clap::Parser;
 
+/// Counts heap allocations per thread, so that reports can say how many a
+/// transaction makes (`zen_pmem::alloc_count`).
+#[global_allocator]
+static ALLOCATOR: zen_pmem::alloc_count::CountingAllocator =
+    zen_pmem::alloc_count::CountingAllocator;
+
 use cli::{Cli, Command};
 use error::CliResult;
 

@@ -110,6 +110,10 @@ pub enum Error {
     Corrupt(String),
     #[error("{0}")]
     Unsupported(String),
+    /// An argument out of its domain (an inverted scan range, a
+    /// secondary-index prefix wider than the index key).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
     #[error(transparent)]
     Pmem(#[from] PmemError),
 }

@@ -150,7 +150,14 @@ impl TableSchema {
             if idx.columns.is_empty() {
                 return Err(invalid(format!("secondary index `{}` has no columns", idx.name)));
             }
-            self.secondary_layout(i)?;
+            let width: usize = self.secondary_layout(i)?.iter().map(|l| l.1).sum();
+            if width > crate::index::MAX_SECONDARY_KEY_BYTES {
+                return Err(invalid(format!(
+                    "secondary index `{}` has a key of {width} bytes; at most {} are supported",
+                    idx.name,
+                    crate::index::MAX_SECONDARY_KEY_BYTES
+                )));
+            }
         }
         Ok(())
     }

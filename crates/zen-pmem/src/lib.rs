@@ -12,6 +12,7 @@
 //! repository root lists the sites.
 
 pub mod affinity;
+pub mod alloc_count;
 pub mod backend;
 pub mod counters;
 pub mod cpu;

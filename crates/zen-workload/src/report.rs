@@ -218,6 +218,17 @@ pub struct Report {
     /// Checkpoints at the end of the run (mmdb).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoints: Option<zen_engine::api::CheckpointStats>,
+    /// Heap allocations of the worker threads in the measured interval
+    /// (when the counting allocator is installed, as in the `zen` binary).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocations: Option<AllocationSummary>,
+}
+
+/// Heap allocations of the worker threads over the measured interval.
+#[derive(Debug, Clone, Serialize)]
+pub struct AllocationSummary {
+    pub total: u64,
+    pub per_commit: f64,
 }
 
 /// The NUMA part of a report: the measured interval's accesses and shares.
@@ -290,6 +301,10 @@ impl Report {
             }),
             adaptive: run.adaptive,
             checkpoints: run.checkpoints,
+            allocations: zen_pmem::alloc_count::installed().then(|| AllocationSummary {
+                total: s.allocations,
+                per_commit: ratio(s.allocations, s.commits),
+            }),
         }
     }
 
@@ -424,6 +439,14 @@ impl Report {
             group(self.cache.misses),
             group(self.cache.evictions)
         );
+        if let Some(a) = &self.allocations {
+            let _ = writeln!(
+                out,
+                "heap allocations  {:.2} per commit ({} in the measured interval, all workers)",
+                a.per_commit,
+                group(a.total)
+            );
+        }
         if let Some(r) = &self.recovery {
             let _ = writeln!(
                 out,

@@ -72,9 +72,25 @@ struct Chunk {
 
 struct RegionState {
     allocated: u32,
-    free: Vec<u32>,
+    /// Free entries below `allocated`, lowest first (see `allocate`).
+    free: std::collections::BTreeSet<u32>,
     retired: std::collections::VecDeque<(u32, u64)>,
     hand: u32,
+}
+
+impl RegionState {
+    /// Lower `allocated` past free entries at its top. With the lowest free
+    /// entry taken first, the entries in use gather at the bottom of the
+    /// region and `allocated` follows them down, so the CLOCK hand (which
+    /// walks `0..allocated`) walks entries that hold records, not a region
+    /// emptied by a smaller cache share: TPC-C's insert-only tables were
+    /// loaded into 120,000–230,000 entries, then planned 16, and every
+    /// eviction walked ~600 empty entries (42 % of the run's CPU time).
+    fn trim(&mut self) {
+        while self.allocated > 0 && self.free.remove(&(self.allocated - 1)) {
+            self.allocated -= 1;
+        }
+    }
 }
 
 /// Entries other workers detached from version chains, for the owner to retire.
@@ -109,7 +125,7 @@ impl CacheRegion {
             capacity,
             state: Mutex::new(RegionState {
                 allocated: 0,
-                free: Vec::new(),
+                free: Default::default(),
                 retired: Default::default(),
                 hand: 0,
             }),
@@ -184,9 +200,10 @@ impl CacheRegion {
                 break;
             }
             s.retired.pop_front();
-            s.free.push(index);
+            s.free.insert(index);
         }
-        if let Some(index) = s.free.pop() {
+        s.trim();
+        if let Some(index) = s.free.pop_first() {
             return Alloc::Entry(index);
         }
         if s.allocated < self.capacity {
@@ -198,7 +215,9 @@ impl CacheRegion {
 
     /// Give back an entry that was never published.
     pub fn free_unpublished(&self, index: u32) {
-        self.state.lock().free.push(index);
+        let mut s = self.state.lock();
+        s.free.insert(index);
+        s.trim();
     }
 
     /// Retire a published entry at clock time `now` (C4).

@@ -8,12 +8,11 @@
 //! the index with an empty location (a later insert reuses them). Secondary
 //! indexes map (column bytes ‖ primary key) and are maintained at install.
 
-pub use crate::index::PrimaryIndex;
-use std::collections::BTreeSet;
+pub use crate::index::{PrimaryIndex, SecondaryIndex};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::sched::{Mutex, RwLock};
+use crate::sched::Mutex;
 
 use super::cache::CacheRegion;
 use super::space::{Garbage, HeapRegion};
@@ -59,21 +58,6 @@ impl Records {
     }
 }
 
-pub struct SecondaryIndex {
-    pub layout: Vec<(usize, usize)>,
-    pub entries: RwLock<BTreeSet<(Vec<u8>, u64)>>,
-}
-
-impl SecondaryIndex {
-    pub fn key_of(&self, row: &[u8]) -> Vec<u8> {
-        let mut k = Vec::with_capacity(self.layout.iter().map(|l| l.1).sum());
-        for &(off, len) in &self.layout {
-            k.extend_from_slice(&row[off..off + len]);
-        }
-        k
-    }
-}
-
 pub struct Table {
     pub id: TableId,
     pub schema: TableSchema,
@@ -111,10 +95,7 @@ impl Table {
         let row_bytes = schema.row_size();
         let slot_size = heap::slot_size(row_bytes);
         let secondary = (0..schema.secondary.len())
-            .map(|i| SecondaryIndex {
-                layout: schema.secondary_layout(i).expect("validated schema"),
-                entries: RwLock::new(BTreeSet::new()),
-            })
+            .map(|i| SecondaryIndex::new(schema.secondary_layout(i).expect("validated schema")))
             .collect();
         Table {
             id,
@@ -179,13 +160,13 @@ impl Table {
 
     pub fn add_secondary(&self, row: &[u8], key: u64) {
         for s in &self.secondary {
-            s.entries.write().insert((s.key_of(row), key));
+            s.insert(row, key);
         }
     }
 
     pub fn remove_secondary(&self, row: &[u8], key: u64) {
         for s in &self.secondary {
-            s.entries.write().remove(&(s.key_of(row), key));
+            s.remove(row, key);
         }
     }
 }

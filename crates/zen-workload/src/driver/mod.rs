@@ -480,6 +480,7 @@ fn worker_loop<W: Workload>(
     let types = workload.txn_types().len();
     let mut stats = WorkerStats::new(types);
     let mut cache_start = worker.cache_stats();
+    let mut allocations_start = zen_pmem::alloc_count::thread_allocations();
     let mut measuring = false;
     let mut attempt = Attempt { config, index, names: workload.txn_types() };
     // Only a transaction budget needs the shared counter; a timed run never touches it.
@@ -493,6 +494,7 @@ fn worker_loop<W: Workload>(
             measuring = true;
             stats = WorkerStats::new(types);
             cache_start = worker.cache_stats();
+            allocations_start = zen_pmem::alloc_count::thread_allocations();
         }
         if measuring && counted && shared.budget.fetch_sub(1, Ordering::Relaxed) <= 0 {
             break;
@@ -515,6 +517,9 @@ fn worker_loop<W: Workload>(
         }
     }
     stats.finished_at = Some(Instant::now());
+    if measuring {
+        stats.allocations = zen_pmem::alloc_count::thread_allocations() - allocations_start;
+    }
     stats.cache = if measuring {
         cache_stats_since(&worker.cache_stats(), &cache_start)
     } else {

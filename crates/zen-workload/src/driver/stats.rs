@@ -49,6 +49,10 @@ pub struct WorkerStats {
     pub cache: CacheStats,
     /// When the worker stopped (the latest of all workers after a merge).
     pub finished_at: Option<Instant>,
+    /// Heap allocations the worker thread made in the measured interval
+    /// (driver, workload and engine; counted only where the counting
+    /// allocator is installed, `zen_pmem::alloc_count`).
+    pub allocations: u64,
 }
 
 fn reason_index(reason: AbortReason) -> usize {
@@ -66,6 +70,7 @@ impl WorkerStats {
             per_type: (0..types).map(|_| TypeStats::new()).collect(),
             cache: CacheStats::default(),
             finished_at: None,
+            allocations: 0,
         }
     }
 
@@ -111,6 +116,7 @@ impl WorkerStats {
         }
         self.cache = self.cache.add(&other.cache);
         self.finished_at = self.finished_at.max(other.finished_at);
+        self.allocations += other.allocations;
     }
 }
 

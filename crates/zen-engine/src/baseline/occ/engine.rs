@@ -127,11 +127,11 @@ impl<S: Store> Core<S> {
                 }
                 S::read_row_quiescent(self, t, rid, &mut row)?;
                 for (s, set) in t.secondary.iter().zip(&mut expected) {
-                    set.insert((s.key_of(&row), key));
+                    set.insert((s.key_bytes(&row), key));
                 }
             }
             for (i, (s, want)) in t.secondary.iter().zip(&expected).enumerate() {
-                if *s.entries.read() != *want {
+                if !s.entries().into_iter().eq(want.iter().cloned()) {
                     return Err(corrupt(format!("secondary index #{i} disagrees with the rows")));
                 }
             }

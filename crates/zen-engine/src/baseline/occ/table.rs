@@ -16,13 +16,10 @@
 //! insert reuses them. Nothing is ever removed from the primary index, which
 //! is what makes the commit-time re-scan of a range a complete phantom check.
 
-use crate::index::PrimaryIndex;
-use std::collections::BTreeSet;
+use crate::index::{PrimaryIndex, SecondaryIndex};
 use std::ops::RangeInclusive;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-use crate::sched::RwLock;
 
 use super::tid;
 use crate::api::TableId;
@@ -105,22 +102,6 @@ impl Records {
     }
 }
 
-/// A secondary index: (columns' bytes ‖ primary key), maintained at install.
-pub struct SecondaryIndex {
-    pub layout: Vec<(usize, usize)>,
-    pub entries: RwLock<BTreeSet<(Vec<u8>, u64)>>,
-}
-
-impl SecondaryIndex {
-    pub fn key_of(&self, row: &[u8]) -> Vec<u8> {
-        let mut k = Vec::with_capacity(self.layout.iter().map(|l| l.1).sum());
-        for &(off, len) in &self.layout {
-            k.extend_from_slice(&row[off..off + len]);
-        }
-        k
-    }
-}
-
 /// A table: schema, indexes, records and the engine's per-table state `X`.
 pub struct Table<X> {
     pub id: TableId,
@@ -136,10 +117,7 @@ pub struct Table<X> {
 impl<X> Table<X> {
     pub fn new(id: TableId, schema: TableSchema, ext: X) -> Table<X> {
         let secondary = (0..schema.secondary.len())
-            .map(|i| SecondaryIndex {
-                layout: schema.secondary_layout(i).expect("validated schema"),
-                entries: RwLock::new(BTreeSet::new()),
-            })
+            .map(|i| SecondaryIndex::new(schema.secondary_layout(i).expect("validated schema")))
             .collect();
         Table {
             id,
@@ -170,20 +148,20 @@ impl<X> Table<X> {
 
     pub fn add_secondary(&self, row: &[u8], key: u64) {
         for s in &self.secondary {
-            s.entries.write().insert((s.key_of(row), key));
+            s.insert(row, key);
         }
     }
 
     pub fn remove_secondary(&self, row: &[u8], key: u64) {
         for s in &self.secondary {
-            s.entries.write().remove(&(s.key_of(row), key));
+            s.remove(row, key);
         }
     }
 
     /// Keep the secondary indexes in step with one installed write.
     pub fn maintain_secondary(&self, key: u64, old: Option<&[u8]>, new: Option<&[u8]>) {
         match (old, new) {
-            (Some(o), Some(n)) if self.secondary.iter().all(|s| s.key_of(o) == s.key_of(n)) => {}
+            (Some(o), Some(n)) if self.secondary.iter().all(|s| s.same_key(o, n)) => {}
             (Some(o), Some(n)) => {
                 self.remove_secondary(o, key);
                 self.add_secondary(n, key);

@@ -336,6 +336,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
     ) -> Result<usize> {
         let t = self.table(table)?;
         let (low, high) = (*range.start(), *range.end());
+        crate::index::check_range(&t.schema.name, low, high)?;
         let mut row = vec![0u8; t.row_bytes];
         let seen_at = self.seen.len();
         let mut visited = 0;
@@ -402,14 +403,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
             table: t.schema.name.clone(),
             detail: format!("no secondary index #{index}"),
         })?;
-        let entries = s.entries.read();
-        for (k, pk) in entries.range((prefix.to_vec(), 0)..) {
-            if !k.starts_with(prefix) || out.len() >= limit {
-                break;
-            }
-            out.push(*pk);
-        }
-        Ok(())
+        s.lookup(&t.schema.name, prefix, limit, out)
     }
 }
 

@@ -598,19 +598,25 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         let tables = self.tables.clone();
         for t in tables.iter() {
             let mut region = t.heaps[self.id].lock();
-            let durable: Vec<_> = region.zero_pending.drain(..).collect();
-            for g in durable {
+            // The queues are taken and given back empty, so their buffers
+            // are reused: no allocation per commit once they have grown.
+            let mut durable = std::mem::take(&mut region.zero_pending);
+            for g in durable.drain(..) {
                 if let Some(page) = region.free(g.slot) {
                     self.s.release_heap_page(self.id, t, &mut region, page);
                 }
                 self.s.gc_reclaimed.fetch_add(1, Ordering::Relaxed);
             }
-            let to_zero: Vec<_> = region.to_zero.drain(..).collect();
-            for g in to_zero {
+            let mut to_zero = std::mem::take(&mut region.to_zero);
+            // `zero_pending` is empty here: reuse its buffer for the items
+            // now being zeroed.
+            for g in to_zero.drain(..) {
                 p.write_u64_atomic(g.slot + 8, 0);
                 p.flush(g.slot + 8, 8);
-                region.zero_pending.push(g);
+                durable.push(g);
             }
+            region.zero_pending = durable;
+            region.to_zero = to_zero;
             self.publish_gc_low(t, &mut region);
         }
     }
@@ -707,7 +713,7 @@ fn maintain_secondary(
         t.caches[owner].read_row(idx, &mut old);
     }
     match (had_old, new_row) {
-        (true, Some(new)) if t.secondary.iter().all(|s| s.key_of(&old) == s.key_of(new)) => {}
+        (true, Some(new)) if t.secondary.iter().all(|s| s.same_key(&old, new)) => {}
         (true, Some(new)) => {
             t.remove_secondary(&old, key);
             t.add_secondary(new, key);

@@ -26,6 +26,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     ) -> Result<usize> {
         let t = self.table(table)?;
         let (low, high) = (*range.start(), *range.end());
+        crate::index::check_range(&t.schema.name, low, high)?;
         if self.snapshot.is_some() {
             return self.scan_snapshot(&t, low, high, limit, f);
         }
@@ -136,23 +137,12 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             table: t.schema.name.clone(),
             detail: format!("no secondary index #{index}"),
         })?;
-        let entries = s.entries.read();
         if self.snapshot.is_some() {
-            let candidates: Vec<u64> = entries
-                .range((prefix.to_vec(), 0)..)
-                .take_while(|(k, _)| k.starts_with(prefix))
-                .map(|(_, pk)| *pk)
-                .collect();
-            drop(entries);
+            let mut candidates = Vec::new();
+            s.lookup(&t.schema.name, prefix, usize::MAX, &mut candidates)?;
             return self.filter_secondary_at_snapshot(&t, index, prefix, candidates, limit, out);
         }
-        for (k, pk) in entries.range((prefix.to_vec(), 0)..) {
-            if !k.starts_with(prefix) || out.len() >= limit {
-                break;
-            }
-            out.push(*pk);
-        }
-        Ok(())
+        s.lookup(&t.schema.name, prefix, limit, out)
     }
 
     /// Secondary indexes hold only the current keys. A snapshot keeps the
@@ -176,7 +166,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             self.safe_point(t)?;
             let Some(rid) = t.lookup(pk) else { continue };
             if self.read_snapshot(t, rid, &mut row)?
-                && t.secondary[index].key_of(&row).starts_with(prefix)
+                && t.secondary[index].key_starts_with(&row, prefix)
             {
                 out.push(pk);
             }

@@ -1,6 +1,7 @@
 //! The primary index of every engine: key → record id.
 //!
-//! Two structures with two jobs. A lock-free hash index is the authority on
+//! Two structures with two jobs. A hash index ([`PointIndex`], lock-free for
+//! readers) is the authority on
 //! record ids: it maps every key that was ever given a record to that record,
 //! decides races between inserters of one key, and answers point lookups with
 //! one probe. A lock-free skip list holds, in key order, the keys that may
@@ -32,21 +33,20 @@
 //! YCSB on 100,000 rows the skip-list search took 24–31 % of the CPU time
 //! of every engine.
 
-/// foldhash: a few cycles per u64 key, randomly seeded per index.
-type Fast = foldhash::fast::RandomState;
+mod point;
+mod secondary;
+pub use point::PointIndex;
+pub use secondary::{MAX_SECONDARY_KEY_BYTES, SecondaryIndex};
 
 /// Key → record id, ordered, lock-free.
 pub struct PrimaryIndex {
     ordered: crossbeam_skiplist::SkipMap<u64, u64>,
-    point: scc::HashIndex<u64, u64, Fast>,
+    point: PointIndex,
 }
 
 impl Default for PrimaryIndex {
     fn default() -> Self {
-        PrimaryIndex {
-            ordered: crossbeam_skiplist::SkipMap::new(),
-            point: scc::HashIndex::with_hasher(Fast::default()),
-        }
+        PrimaryIndex { ordered: crossbeam_skiplist::SkipMap::new(), point: PointIndex::default() }
     }
 }
 
@@ -54,7 +54,7 @@ impl PrimaryIndex {
     /// The record id of `key`, if the key was ever given one (one probe).
     #[inline]
     pub fn get(&self, key: u64) -> Option<u64> {
-        self.point.peek_with(&key, |_, rid| *rid)
+        self.point.get(key)
     }
 
     /// Give `key` the record `rid` unless it has one; returns the record id
@@ -63,9 +63,8 @@ impl PrimaryIndex {
     pub fn get_or_insert(&self, key: u64, rid: u64) -> u64 {
         match self.point.insert(key, rid) {
             Ok(()) => rid,
-            // Another thread gave the key its record first; entries are never
-            // removed, so it is there to read.
-            Err(_) => self.point.peek_with(&key, |_, rid| *rid).expect("entries stay"),
+            // Another thread gave the key its record first.
+            Err(existing) => existing,
         }
     }
 
@@ -111,6 +110,17 @@ impl PrimaryIndex {
     pub fn records(&self) -> usize {
         self.point.len()
     }
+}
+
+/// A scan's range must not be inverted (`low > high` is an error, not an
+/// empty result: it is a caller's bug).
+pub fn check_range(table: &str, low: u64, high: u64) -> crate::error::Result<()> {
+    if low > high {
+        return Err(crate::error::Error::InvalidArgument(format!(
+            "table `{table}`: scan range {low}..={high} is inverted"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -260,7 +260,7 @@ impl Report {
             cc_abort_ratio: ratio(s.cc_aborts, attempts),
             measured_s: run.measured_s,
             warmup_s: run.warmup_s,
-            latency_us: Latency::from_ns(&s.latency_ns),
+            latency_us: Latency::from_ns(&s.latency_ns()),
         };
         let aborts_by_reason = AbortReason::ALL
             .iter()

@@ -42,8 +42,8 @@ pub struct WorkerStats {
     pub user_aborts: u64,
     /// Aborts by reason, indexed like `AbortReason::ALL` (user aborts too).
     pub aborts_by_reason: [u64; AbortReason::ALL.len()],
-    /// Latency of committed transactions, retries included, in ns.
-    pub latency_ns: Histogram<u64>,
+    /// Per transaction type; the latency of all commits is their sum
+    /// ([`WorkerStats::latency_ns`]), so a commit records one histogram.
     pub per_type: Vec<TypeStats>,
     /// Cache counters over the measured interval.
     pub cache: CacheStats,
@@ -66,7 +66,6 @@ impl WorkerStats {
             cc_aborts: 0,
             user_aborts: 0,
             aborts_by_reason: [0; AbortReason::ALL.len()],
-            latency_ns: new_histogram(),
             per_type: (0..types).map(|_| TypeStats::new()).collect(),
             cache: CacheStats::default(),
             finished_at: None,
@@ -78,7 +77,6 @@ impl WorkerStats {
     pub fn on_commit(&mut self, txn_type: usize, latency_ns: u64) {
         let ns = latency_ns.clamp(1, LATENCY_MAX_NS);
         self.commits += 1;
-        self.latency_ns.saturating_record(ns);
         let t = &mut self.per_type[txn_type];
         t.commits += 1;
         t.latency_ns.saturating_record(ns);
@@ -98,6 +96,17 @@ impl WorkerStats {
         self.per_type[txn_type].user_aborts += 1;
     }
 
+    /// Latency of committed transactions (retries included) in ns: the sum
+    /// of the per-type histograms.
+    pub fn latency_ns(&self) -> Histogram<u64> {
+        let mut all = new_histogram();
+        for t in &self.per_type {
+            // Same bounds, so adding cannot fail.
+            let _ = all.add(&t.latency_ns);
+        }
+        all
+    }
+
     /// Add `other` into `self`.
     pub fn merge(&mut self, other: &WorkerStats) {
         self.commits += other.commits;
@@ -107,7 +116,6 @@ impl WorkerStats {
             *a += b;
         }
         // Both histograms have the same bounds, so adding cannot fail.
-        let _ = self.latency_ns.add(&other.latency_ns);
         for (a, b) in self.per_type.iter_mut().zip(&other.per_type) {
             a.commits += b.commits;
             a.cc_aborts += b.cc_aborts;
@@ -138,9 +146,9 @@ mod tests {
         assert_eq!((a.commits, a.cc_aborts, a.user_aborts), (3, 1, 1));
         assert_eq!(a.aborts_by_reason[reason_index(AbortReason::WriteLocked)], 1);
         assert_eq!(a.aborts_by_reason[reason_index(AbortReason::User)], 1);
-        assert_eq!(a.latency_ns.len(), 3);
+        assert_eq!(a.latency_ns().len(), 3);
         assert_eq!(a.per_type[1].commits, 2);
-        assert_eq!(a.per_type[1].latency_ns.max(), a.latency_ns.max());
+        assert_eq!(a.per_type[1].latency_ns.max(), a.latency_ns().max());
         assert_eq!(a.cache.hits, 3);
     }
 }

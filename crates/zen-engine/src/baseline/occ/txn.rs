@@ -337,16 +337,33 @@ impl<'e, S: Store> OccWorker<'e, S> {
         let t = self.table(table)?;
         let (low, high) = (*range.start(), *range.end());
         crate::index::check_range(&t.schema.name, low, high)?;
-        let mut row = vec![0u8; t.row_bytes];
+        // The worker's row buffer (nothing a scan calls uses it): no
+        // allocation per scan.
+        let mut row = std::mem::take(&mut self.row_buf);
+        row.resize(t.row_bytes, 0);
+        let scanned = self.scan_into(&t, low, high, limit, f, &mut row);
+        self.row_buf = row;
+        scanned
+    }
+
+    fn scan_into(
+        &mut self,
+        t: &Table<S::TableExt>,
+        low: u64,
+        high: u64,
+        limit: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+        row: &mut [u8],
+    ) -> Result<usize> {
         let seen_at = self.seen.len();
         let mut visited = 0;
         let mut last = high;
         let mut stopped = false;
         for (key, rid) in t.range(low..=high) {
             last = key;
-            if self.visit(&t, key, rid, &mut row)? {
+            if self.visit(t, key, rid, row)? {
                 visited += 1;
-                if !f(key, &row) || visited >= limit {
+                if !f(key, row) || visited >= limit {
                     stopped = true;
                     break;
                 }
@@ -356,7 +373,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
             last = high;
         }
         let seen_len = self.seen.len() - seen_at;
-        self.scans.push(ScanItem { table: table.0, low, high: last, seen_at, seen_len });
+        self.scans.push(ScanItem { table: t.id.0, low, high: last, seen_at, seen_len });
         Ok(visited)
     }
 

@@ -35,7 +35,24 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             // or its locked entry is already in the index and we wait for it.
             t.raise_scan_rts(low, high, ts);
         }
-        let mut row = vec![0u8; t.row_bytes];
+        // The worker's row buffer (only commit and update use it, never a
+        // scan's reads): no allocation per scan.
+        let mut row = std::mem::take(&mut self.row_buf);
+        row.resize(t.row_bytes, 0);
+        let scanned = self.scan_into(&t, low, high, limit, f, &mut row);
+        self.row_buf = row;
+        scanned
+    }
+
+    fn scan_into(
+        &mut self,
+        t: &Table,
+        low: u64,
+        high: u64,
+        limit: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+        row: &mut [u8],
+    ) -> Result<usize> {
         let rids_at = self.scan_rids.len();
         let mut visited = 0;
         let mut last = high;
@@ -44,9 +61,9 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             self.check_access_limit()?;
             self.scan_rids.push(rid);
             last = key;
-            if self.visit(&t, key, rid, &mut row)? {
+            if self.visit(t, key, rid, row)? {
                 visited += 1;
-                if !f(key, &row) || visited >= limit {
+                if !f(key, row) || visited >= limit {
                     stopped = true;
                     break;
                 }
@@ -56,7 +73,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             last = high;
         }
         let rids_len = self.scan_rids.len() - rids_at;
-        self.scans.push(ScanItem { table: table.0, low, high: last, rids_at, rids_len });
+        self.scans.push(ScanItem { table: t.id.0, low, high: last, rids_at, rids_len });
         Ok(visited)
     }
 

@@ -23,6 +23,7 @@ pub mod cc;
 pub mod heap;
 pub mod index;
 pub mod numa;
+pub mod registry;
 pub mod sched;
 pub mod ts;
 pub mod words;

@@ -50,6 +50,8 @@ pub struct Shared<B: PmemBackend> {
     pub pool: Pool<B>,
     pub config: EngineConfig,
     pub tables: RwLock<Arc<Vec<Arc<Table>>>>,
+    /// The same tables by id, for workers to borrow (`registry.rs`).
+    pub registry: crate::registry::TableRegistry<Table>,
     pub tables_version: AtomicU64,
     pub clock: Clock,
     /// Regions per table (= most workers, including workers found in the pool).
@@ -196,6 +198,7 @@ impl<B: PmemBackend> Shared<B> {
             pool,
             config: config.clone(),
             tables: RwLock::new(Arc::new(Vec::new())),
+            registry: Default::default(),
             tables_version: AtomicU64::new(0),
             clock,
             regions,
@@ -264,7 +267,11 @@ impl<B: PmemBackend> Shared<B> {
     pub(crate) fn install_tables(&self, schemas: &[TableSchema]) {
         let mut tables = Vec::with_capacity(schemas.len());
         for (i, s) in schemas.iter().enumerate() {
-            tables.push(Arc::new(self.make_table(i, s.clone())));
+            let table = Arc::new(self.make_table(i, s.clone()));
+            // Past the registry's limit a table stays unusable (operations
+            // on it fail with `UnknownTableId`); `create_table` refuses it.
+            let _ = self.registry.publish(i, &table);
+            tables.push(table);
         }
         *self.tables.write() = Arc::new(tables);
         self.tables_version.fetch_add(1, Ordering::AcqRel);
@@ -380,13 +387,16 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
                 Err(Error::SchemaMismatch(schema.name.clone()))
             };
         }
+        crate::registry::check_room(tables.len())?;
         let mut schemas: Vec<TableSchema> = tables.iter().map(|t| t.schema.clone()).collect();
         schemas.push(schema.clone());
         let doc = CatalogDoc { engine: "zen".into(), floor_page: s.floor_page, tables: schemas };
         catalog::write(&s.pool, zen_pmem::SYSTEM_THREAD, &doc)?;
         let mut list: Vec<Arc<Table>> = tables.iter().cloned().collect();
         let id = list.len();
-        list.push(Arc::new(s.make_table(id, schema.clone())));
+        let table = Arc::new(s.make_table(id, schema.clone()));
+        s.registry.publish(id, &table)?;
+        list.push(table);
         *s.tables.write() = Arc::new(list);
         s.tables_version.fetch_add(1, Ordering::AcqRel);
         s.rebalance_cache();

@@ -85,7 +85,10 @@ impl HeapRegion {
 
     /// Add a freshly allocated (zeroed) page.
     pub fn add_page(&mut self, page: u64, offset: u64) {
-        self.pages.insert(page, PageSlots { offset, ..Default::default() });
+        // The free list is sized once for the whole page: no reallocation as
+        // its slots come back (they did, one doubling at a time, per commit).
+        let free = Vec::with_capacity(self.slots_per_page as usize);
+        self.pages.insert(page, PageSlots { offset, free, ..Default::default() });
         self.available.push(page);
     }
 

@@ -165,8 +165,17 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         }
     }
 
-    fn table(&self, table: TableId) -> Result<Arc<Table>> {
-        self.tables.get(table.0 as usize).cloned().ok_or(Error::UnknownTableId(table.0))
+    /// Table `table`, borrowed from the engine's registry for as long as the
+    /// worker borrows the engine: no reference count is touched per
+    /// operation (`registry.rs`). Only tables this transaction's table list
+    /// knows (the one its commit indexes) are given out.
+    fn table(&self, table: TableId) -> Result<&'e Table> {
+        let id = table.0 as usize;
+        let shared: &'e Shared<B> = self.s;
+        match shared.registry.get(id) {
+            Some(t) if id < self.tables.len() => Ok(t),
+            _ => Err(Error::UnknownTableId(table.0)),
+        }
     }
 
     /// Begin a transaction; a declared read-only one runs on a snapshot when
@@ -507,19 +516,19 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         for_update: bool,
     ) -> Result<bool> {
         let t = self.table(table)?;
-        Self::check_key(&t, key)?;
-        Self::check_row(&t, out.len())?;
-        self.safe_point(&t)?;
+        Self::check_key(t, key)?;
+        Self::check_row(t, out.len())?;
+        self.safe_point(t)?;
         if self.snapshot.is_some() {
             return match t.lookup(key) {
-                Some(rid) => self.read_snapshot(&t, rid, out),
+                Some(rid) => self.read_snapshot(t, rid, out),
                 None => Ok(false),
             };
         }
         self.check_access_limit()?;
-        self.count_access(&t);
+        self.count_access(t);
         if P::PARTITIONED {
-            self.lock_partition(&t, key)?;
+            self.lock_partition(t, key)?;
         }
         let rid = t.lookup_or_create(key).ok_or(Error::Abort(AbortReason::OutOfSpace))?;
         if let Some(i) = self.find_write(table.0, rid) {
@@ -531,12 +540,12 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             return Ok(true);
         }
         let (loc, observed) = if for_update && P::LOCKING.is_some() {
-            self.read_locked(&t, rid, out, true)?
+            self.read_locked(t, rid, out, true)?
         } else {
-            self.read_current(&t, key, rid, out)?
+            self.read_current(t, key, rid, out)?
         };
         if for_update && P::EARLY_ABORT {
-            self.check_early(&t, loc)?;
+            self.check_early(t, loc)?;
         }
         self.reads.push(ReadItem { table: table.0, rid, loc, observed, wts: self.last_wts });
         Ok(loc != LOC_EMPTY && observed & silo::ABSENT == 0)
@@ -563,13 +572,13 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
     fn update_or_delete(&mut self, table: TableId, key: u64, row: Option<&[u8]>) -> Result<()> {
         self.refuse_snapshot_write()?;
         let t = self.table(table)?;
-        Self::check_key(&t, key)?;
+        Self::check_key(t, key)?;
         if let Some(r) = row {
-            Self::check_row(&t, r.len())?;
+            Self::check_row(t, r.len())?;
         }
         let not_found = || Error::KeyNotFound { table: t.schema.name.clone(), key };
         if P::PARTITIONED {
-            self.lock_partition(&t, key)?;
+            self.lock_partition(t, key)?;
         }
         let rid = t.lookup(key).ok_or_else(not_found)?;
         if let Some(i) = self.find_write(table.0, rid) {
@@ -600,18 +609,18 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             return Err(not_found());
         }
         let kind = if row.is_some() { WriteKind::Update } else { WriteKind::Delete };
-        self.push_write(&t, key, rid, kind, row);
+        self.push_write(t, key, rid, kind, row);
         Ok(())
     }
 
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
         self.refuse_snapshot_write()?;
         let t = self.table(table)?;
-        Self::check_key(&t, key)?;
-        Self::check_row(&t, row.len())?;
-        self.safe_point(&t)?;
+        Self::check_key(t, key)?;
+        Self::check_row(t, row.len())?;
+        self.safe_point(t)?;
         self.check_access_limit()?;
-        self.count_access(&t);
+        self.count_access(t);
         let duplicate = || Error::DuplicateKey { table: t.schema.name.clone(), key };
         let rid = t.lookup_or_create(key).ok_or(Error::Abort(AbortReason::OutOfSpace))?;
         if let Some(i) = self.find_write(table.0, rid) {
@@ -625,7 +634,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             return Ok(());
         }
         if P::PARTITIONED {
-            self.lock_partition(&t, key)?;
+            self.lock_partition(t, key)?;
         }
         // A key this transaction read as absent and someone else inserted
         // since: the read is stale, so this is a conflict (retryable), not a
@@ -635,13 +644,13 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
                 && r.rid == rid
                 && (r.loc == LOC_EMPTY || r.observed & silo::ABSENT != 0)
         });
-        let locked = self.lock_for_insert(&t, rid, key).map_err(|e| match e {
+        let locked = self.lock_for_insert(t, rid, key).map_err(|e| match e {
             Error::DuplicateKey { .. } if read_absent => Error::Abort(AbortReason::InsertConflict),
             Error::DuplicateKey { .. } => duplicate(),
             other => other,
         })?;
         if P::LOCKING.is_some()
-            && let Err(e) = self.lock_2pl(&t, locked.0, true)
+            && let Err(e) = self.lock_2pl(t, locked.0, true)
         {
             let (w, idx) = loc_entry(locked.0).expect("inserts lock a cache entry");
             silo::unlock(&t.caches[w].entry(idx).cc[0], locked.1);
@@ -649,7 +658,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         }
         // Locked: the key goes (back) into the ordered index (I1, `index.rs`).
         t.index.link(key, rid);
-        self.push_write(&t, key, rid, WriteKind::Insert, Some(row));
+        self.push_write(t, key, rid, WriteKind::Insert, Some(row));
         self.writes.last_mut().expect("just pushed").locked = Some(locked);
         Ok(())
     }

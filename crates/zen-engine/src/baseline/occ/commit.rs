@@ -126,7 +126,8 @@ impl<S: Store> OccWorker<'_, S> {
 
     /// Put every new version in place, maintain secondary indexes, unlock.
     fn install(&mut self, cts: u64, tables: &Tables<S::TableExt>) {
-        let mut old = Vec::new();
+        // The worker's row buffer holds old rows for the secondary indexes.
+        let mut old = std::mem::take(&mut self.row_buf);
         for i in 0..self.writes.len() {
             let w = self.writes[i];
             let t = &tables[w.table as usize];
@@ -151,6 +152,7 @@ impl<S: Store> OccWorker<'_, S> {
             t.records.get(w.rid).tid.store(tid::make(cts, w.deleted()), Ordering::Release);
             self.writes[i].locked = None;
         }
+        self.row_buf = old;
     }
 
     /// Release every lock this transaction holds (abort).

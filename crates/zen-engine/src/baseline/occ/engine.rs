@@ -36,6 +36,8 @@ pub struct Core<S: Store> {
     pub config: EngineConfig,
     pub clock: Clock,
     tables: RwLock<TableList<S>>,
+    /// The same tables by id, for workers to borrow (`registry.rs`).
+    pub registry: crate::registry::TableRegistry<Table<S::TableExt>>,
     tables_version: AtomicU64,
     catalog_lock: Mutex<()>,
     workers_in_use: Mutex<Vec<bool>>,
@@ -52,7 +54,14 @@ impl<S: Store> Core<S> {
         tables: Vec<Arc<Table<S::TableExt>>>,
         recovery: Option<RecoveryReport>,
     ) -> Core<S> {
+        let registry = crate::registry::TableRegistry::default();
+        for t in &tables {
+            // Past the registry's limit a table stays unusable (operations
+            // on it fail with `UnknownTableId`); `create_table` refuses it.
+            let _ = registry.publish(t.id.0 as usize, t);
+        }
         Core {
+            registry,
             store,
             config: config.clone(),
             clock,
@@ -94,13 +103,16 @@ impl<S: Store> Core<S> {
             };
         }
         self.store.check_schema(schema)?;
+        crate::registry::check_room(tables.len())?;
         let mut schemas: Vec<TableSchema> = tables.iter().map(|t| t.schema.clone()).collect();
         schemas.push(schema.clone());
         self.store.persist_catalog(&schemas)?;
         let id = TableId(tables.len() as u32);
         let mut list: Vec<_> = tables.iter().cloned().collect();
         let ext = self.store.new_table_ext(id, schema);
-        list.push(Arc::new(Table::new(id, schema.clone(), ext)));
+        let table = Arc::new(Table::new(id, schema.clone(), ext));
+        self.registry.publish(id.0 as usize, &table)?;
+        list.push(table);
         *self.tables.write() = Arc::new(list);
         self.tables_version.fetch_add(1, Ordering::AcqRel);
         Ok(id)

@@ -91,7 +91,7 @@ pub struct OccWorker<'e, S: Store> {
     pub(super) durability: Durability,
     pub(super) stats: CacheStats,
     pub(super) last_cts: u64,
-    row_buf: Vec<u8>,
+    pub(super) row_buf: Vec<u8>,
     /// The options of the explicit transaction open on this worker, if any.
     explicit: Option<TxnOptions>,
 }
@@ -133,8 +133,17 @@ impl<'e, S: Store> OccWorker<'e, S> {
         self.seen.clear();
     }
 
-    fn table(&self, table: TableId) -> Result<Arc<Table<S::TableExt>>> {
-        self.tables.get(table.0 as usize).cloned().ok_or(Error::UnknownTableId(table.0))
+    /// Table `table`, borrowed from the engine's registry for as long as the
+    /// worker borrows the engine: no reference count is touched per
+    /// operation (`registry.rs`). Only tables this transaction's table list
+    /// knows (the one its commit indexes) are given out.
+    fn table(&self, table: TableId) -> Result<&'e Table<S::TableExt>> {
+        let id = table.0 as usize;
+        let core: &'e Core<S> = self.core;
+        match core.registry.get(id) {
+            Some(t) if id < self.tables.len() => Ok(t),
+            _ => Err(Error::UnknownTableId(table.0)),
+        }
     }
 
     fn check_key(t: &Table<S::TableExt>, key: u64) -> Result<()> {
@@ -198,8 +207,8 @@ impl<'e, S: Store> OccWorker<'e, S> {
     /// Read `key` (read-your-writes first); `Ok(false)` when absent.
     fn get(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
         let t = self.table(table)?;
-        Self::check_key(&t, key)?;
-        Self::check_row(&t, out.len())?;
+        Self::check_key(t, key)?;
+        Self::check_row(t, out.len())?;
         self.check_access_limit()?;
         let rid = t.lookup_or_create(key).ok_or(Error::Abort(AbortReason::OutOfSpace))?;
         if let Some(i) = self.find_write(table.0, rid) {
@@ -210,7 +219,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
             out.copy_from_slice(&self.data[w.data_at..w.data_at + t.row_bytes]);
             return Ok(true);
         }
-        let observed = self.read_current(&t, rid, out)?;
+        let observed = self.read_current(t, rid, out)?;
         self.reads.push(ReadItem { table: table.0, rid, observed });
         Ok(!tid::is_absent(observed))
     }
@@ -236,9 +245,9 @@ impl<'e, S: Store> OccWorker<'e, S> {
 
     fn update_or_delete(&mut self, table: TableId, key: u64, row: Option<&[u8]>) -> Result<()> {
         let t = self.table(table)?;
-        Self::check_key(&t, key)?;
+        Self::check_key(t, key)?;
         if let Some(r) = row {
-            Self::check_row(&t, r.len())?;
+            Self::check_row(t, r.len())?;
         }
         let not_found = || Error::KeyNotFound { table: t.schema.name.clone(), key };
         // A missing key gets an absent record too: the read of its absence
@@ -250,7 +259,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
                 (WriteKind::Insert, None) => {
                     let w = self.writes.remove(i);
                     if let Some(prev) = w.locked {
-                        S::on_unlock(self.core, &mut self.local, &t, rid);
+                        S::on_unlock(self.core, &mut self.local, t, rid);
                         tid::unlock(&t.records.get(rid).tid, prev);
                     }
                 }
@@ -276,7 +285,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
             return Err(not_found());
         }
         let kind = if row.is_some() { WriteKind::Update } else { WriteKind::Delete };
-        self.push_write(&t, key, rid, kind);
+        self.push_write(t, key, rid, kind);
         if let Some(r) = row {
             self.set_row(self.writes.len() - 1, r);
         }
@@ -285,8 +294,8 @@ impl<'e, S: Store> OccWorker<'e, S> {
 
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
         let t = self.table(table)?;
-        Self::check_key(&t, key)?;
-        Self::check_row(&t, row.len())?;
+        Self::check_key(t, key)?;
+        Self::check_row(t, row.len())?;
         self.check_access_limit()?;
         let duplicate = || Error::DuplicateKey { table: t.schema.name.clone(), key };
         let rid = t.lookup_or_create(key).ok_or(Error::Abort(AbortReason::OutOfSpace))?;
@@ -317,10 +326,10 @@ impl<'e, S: Store> OccWorker<'e, S> {
         {
             return Err(Error::Abort(AbortReason::InsertConflict));
         }
-        S::on_lock(self.core, &mut self.local, &t, rid);
+        S::on_lock(self.core, &mut self.local, t, rid);
         // Locked: the key goes (back) into the ordered index (I1, `index.rs`).
         t.index.link(key, rid);
-        self.push_write(&t, key, rid, WriteKind::Insert);
+        self.push_write(t, key, rid, WriteKind::Insert);
         let last = self.writes.len() - 1;
         self.writes[last].locked = Some(cur);
         self.set_row(last, row);
@@ -341,7 +350,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
         // allocation per scan.
         let mut row = std::mem::take(&mut self.row_buf);
         row.resize(t.row_bytes, 0);
-        let scanned = self.scan_into(&t, low, high, limit, f, &mut row);
+        let scanned = self.scan_into(t, low, high, limit, f, &mut row);
         self.row_buf = row;
         scanned
     }

@@ -434,7 +434,13 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             let entry = t.caches[owner].entry(idx);
             let old_slot = entry.slot.load(Ordering::Acquire);
             let new_row = &data[w.data_at..w.data_at + t.row_bytes];
-            maintain_secondary(&t, owner, idx, prev, w.key, (!deleted).then_some(new_row));
+            maintain_secondary(
+                &t,
+                (owner, idx, prev),
+                w.key,
+                (!deleted).then_some(new_row),
+                &mut self.row_buf,
+            );
             let new_slot = if deleted { 0 } else { w.slot };
             // Garbage is queued before the new version is unlocked, so any
             // transaction that sees the new version also sees it queued (S3).
@@ -695,30 +701,32 @@ struct Version {
     deleted: bool,
 }
 
-/// Keep secondary indexes in step with an installed write (lock held).
+/// Keep secondary indexes in step with an installed write (lock held);
+/// the entry `idx` of `owner`'s region held the version word `prev`. `old`
+/// is a scratch buffer for the old row (the worker's, so no allocation).
 fn maintain_secondary(
     t: &Table,
-    owner: usize,
-    idx: u32,
-    prev: u64,
+    (owner, idx, prev): (usize, u32, u64),
     key: u64,
     new_row: Option<&[u8]>,
+    old: &mut Vec<u8>,
 ) {
     if t.secondary.is_empty() {
         return;
     }
-    let mut old = vec![0u8; t.row_bytes];
+    old.resize(t.row_bytes, 0);
+    let old = &mut old[..];
     let had_old = prev & silo::ABSENT == 0;
     if had_old {
-        t.caches[owner].read_row(idx, &mut old);
+        t.caches[owner].read_row(idx, old);
     }
     match (had_old, new_row) {
-        (true, Some(new)) if t.secondary.iter().all(|s| s.same_key(&old, new)) => {}
+        (true, Some(new)) if t.secondary.iter().all(|s| s.same_key(old, new)) => {}
         (true, Some(new)) => {
-            t.remove_secondary(&old, key);
+            t.remove_secondary(old, key);
             t.add_secondary(new, key);
         }
-        (true, None) => t.remove_secondary(&old, key),
+        (true, None) => t.remove_secondary(old, key),
         (false, Some(new)) => t.add_secondary(new, key),
         (false, None) => {}
     }

@@ -28,7 +28,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         let (low, high) = (*range.start(), *range.end());
         crate::index::check_range(&t.schema.name, low, high)?;
         if self.snapshot.is_some() {
-            return self.scan_snapshot(&t, low, high, limit, f);
+            return self.scan_snapshot(t, low, high, limit, f);
         }
         if let Some(ts) = self.txn_ts.filter(|_| P::MULTI_VERSION) {
             // Before reading: an older inserter either sees this and aborts,
@@ -39,7 +39,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         // scan's reads): no allocation per scan.
         let mut row = std::mem::take(&mut self.row_buf);
         row.resize(t.row_bytes, 0);
-        let scanned = self.scan_into(&t, low, high, limit, f, &mut row);
+        let scanned = self.scan_into(t, low, high, limit, f, &mut row);
         self.row_buf = row;
         scanned
     }
@@ -157,7 +157,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         if self.snapshot.is_some() {
             let mut candidates = Vec::new();
             s.lookup(&t.schema.name, prefix, usize::MAX, &mut candidates)?;
-            return self.filter_secondary_at_snapshot(&t, index, prefix, candidates, limit, out);
+            return self.filter_secondary_at_snapshot(t, index, prefix, candidates, limit, out);
         }
         s.lookup(&t.schema.name, prefix, limit, out)
     }

@@ -22,7 +22,7 @@
 //! `api::backoff`), so a waiter lets the holder run.
 //!
 //! The hazard this leaves: a point must never be reached while a lock that
-//! is not one of ours is held (a closure run inside `scc` or `crossbeam`),
+//! is not one of ours is held (a closure run inside `crossbeam`),
 //! since another coroutine could then park the OS thread on it. None is.
 
 use std::sync::OnceLock;

@@ -5,8 +5,10 @@
 //! updates: a record's current location (a Met-Cache entry or an NVM slot,
 //! see `cache::LOC_*`) is an atomic word in the record table, so moving a
 //! tuple between cache and heap is one store. Records of deleted keys stay in
-//! the index with an empty location (a later insert reuses them). Secondary
-//! indexes map (column bytes ‖ primary key) and are maintained at install.
+//! the point index (a later insert reuses them); single-version protocols
+//! unlink a deleted key from the ordered set at install (I1, `index/mod.rs`).
+//! Secondary indexes map (column bytes ‖ primary key) and are maintained at
+//! install.
 
 pub use crate::index::{PrimaryIndex, SecondaryIndex};
 use std::sync::OnceLock;

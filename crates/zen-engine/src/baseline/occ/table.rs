@@ -12,9 +12,11 @@
 //!
 //! Records are created on first insert *and* on a read of a missing key (an
 //! absent placeholder), so that a later insert changes a word the reader
-//! validates. Records of deleted keys stay in the index, absent; a later
-//! insert reuses them. Nothing is ever removed from the primary index, which
-//! is what makes the commit-time re-scan of a range a complete phantom check.
+//! validates. Records of deleted keys stay in the point index, absent; a
+//! later insert reuses them. The ordered set that scans walk holds every
+//! live or being-inserted key (I1, `index/mod.rs`): a deletion unlinks its
+//! key at install and an insert links it under the record's lock, which is
+//! what makes the commit-time re-scan of a range a complete phantom check.
 
 use crate::index::{PrimaryIndex, SecondaryIndex};
 use std::ops::RangeInclusive;

@@ -138,21 +138,26 @@ fn the_expected_state_check_catches_a_lost_acknowledgement() {
         .chain(["--txns", "400", "--warmup", "0s", "--cache-size", "16MiB"])
         .collect::<Vec<_>>());
     let v = check("zen", pool_s, expected_s);
-    let ack0 = v["expected_state"]["workers"][0]["ack"].as_u64().unwrap();
+    // The report lists the workers that started transactions: with a budget
+    // of 400 one worker may take them all before the other starts, so the
+    // doctored worker is one the report names, not worker 0.
+    let first = &v["expected_state"]["workers"][0];
+    let (w, ack0) = (first["worker"].as_u64().unwrap() as usize, first["ack"].as_u64().unwrap());
     assert!(ack0 > 0, "{v}");
-    // Pretend worker 0 was told about one commit more than the pool holds:
-    // word 3 of the file is ack[0], word 2 intent[0].
+    // Pretend worker w was told about one commit more than the pool holds:
+    // word 2 + 2w of the file is intent[w], word 3 + 2w ack[w].
+    let (intent_at, ack_at) = ((2 + 2 * w) * 8, (3 + 2 * w) * 8);
     let mut bytes = std::fs::read(&expected).unwrap();
     let bump = (ack0 + 5).to_le_bytes();
-    bytes[16..24].copy_from_slice(&bump);
-    bytes[24..32].copy_from_slice(&bump);
+    bytes[intent_at..intent_at + 8].copy_from_slice(&bump);
+    bytes[ack_at..ack_at + 8].copy_from_slice(&bump);
     std::fs::write(&expected, &bytes).unwrap();
     let (code, out, err) = zen(&["check", "--pool", pool_s, "--expected-state", expected_s]);
     assert_eq!(code, 3, "{out}\n{err}");
     assert!(out.contains("lost an acknowledged commit"), "{out}");
     // A pool with receipts beyond the intent is caught as well.
-    bytes[16..24].copy_from_slice(&0u64.to_le_bytes());
-    bytes[24..32].copy_from_slice(&0u64.to_le_bytes());
+    bytes[intent_at..intent_at + 8].copy_from_slice(&0u64.to_le_bytes());
+    bytes[ack_at..ack_at + 8].copy_from_slice(&0u64.to_le_bytes());
     std::fs::write(&expected, &bytes).unwrap();
     let (code, out, _) = zen(&["check", "--pool", pool_s, "--expected-state", expected_s]);
     assert_eq!(code, 3, "{out}");

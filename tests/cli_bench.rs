@@ -40,6 +40,24 @@ fn json_summary_validates_against_the_documented_schema() {
     assert_eq!(commits + json["summary"]["user_aborts"].as_u64().unwrap(), 2000);
     assert_eq!(json["config"]["durability"], "lazy", "benchmarks default to lazy durability");
     assert!(json["config"]["seed"].is_u64(), "a random seed is still reported");
+    // The binary counts heap allocations (zen_pmem::alloc_count).
+    let allocations = &json["allocations"];
+    let total = allocations["total"].as_u64().expect("the zen binary counts allocations");
+    let per_commit = allocations["per_commit"].as_f64().unwrap();
+    assert!((per_commit - total as f64 / commits as f64).abs() < 1e-9, "{allocations}");
+}
+
+#[test]
+fn single_op_ycsb_on_ideal_allocates_nothing_per_transaction_in_steady_state() {
+    // After a warmup that grows every worker buffer, a single-op YCSB-A
+    // transaction allocates nothing: not the engine, the workload or the
+    // driver (docs/benchmarks.md, "Allocations"). A count, not a timing.
+    let args = ["ycsb", "--engine", "ideal", "--pmem", "dram", "--records", "2000", "-w", "a"];
+    let run = ["--threads", "1", "--txns", "20000", "--warmup", "200ms", "--format", "json"];
+    let json: Value = serde_json::from_str(&bench(&[&args[..], &run].concat())).unwrap();
+    let allocations = &json["allocations"];
+    assert!(allocations["total"].is_u64(), "{json}");
+    assert!(allocations["per_commit"].as_f64().unwrap() < 0.01, "{allocations}");
 }
 
 #[test]

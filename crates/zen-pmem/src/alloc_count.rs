@@ -29,9 +29,9 @@ fn count() {
     }
 }
 
-// SAFETY: every method forwards to `System` with the caller's arguments
-// unchanged, so `System`'s guarantees are ours; counting touches only a
-// thread-local `Cell` and an atomic flag, and never allocates.
+// Counting touches only a thread-local `Cell` and an atomic flag, and
+// never allocates.
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged.
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count();

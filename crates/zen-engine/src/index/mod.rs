@@ -36,7 +36,7 @@
 mod point;
 mod secondary;
 pub use point::PointIndex;
-pub use secondary::{MAX_SECONDARY_KEY_BYTES, SecondaryIndex};
+pub use secondary::{MAX_SECONDARY_KEY_BYTES, SecondaryIndex, maintain as maintain_secondary};
 
 /// Key → record id, ordered, lock-free.
 pub struct PrimaryIndex {

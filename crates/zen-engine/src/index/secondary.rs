@@ -23,6 +23,26 @@ pub const MAX_SECONDARY_KEY_BYTES: usize = 48;
 /// An index key, zero-padded.
 type Key = [u8; MAX_SECONDARY_KEY_BYTES];
 
+/// Keep a table's secondary `indexes` in step with one installed write of
+/// primary key `key`: `old` is the row it replaces (`None`: absent), `new`
+/// the row it installs (`None`: a deletion). The caller holds the record's
+/// lock; an unchanged index key is left alone.
+pub fn maintain(indexes: &[SecondaryIndex], key: u64, old: Option<&[u8]>, new: Option<&[u8]>) {
+    for s in indexes {
+        match (old, new) {
+            (Some(o), Some(n)) if s.same_key(o, n) => {}
+            (o, n) => {
+                if let Some(o) = o {
+                    s.remove(o, key);
+                }
+                if let Some(n) = n {
+                    s.insert(n, key);
+                }
+            }
+        }
+    }
+}
+
 /// One secondary index of a table.
 pub struct SecondaryIndex {
     /// (offset, width) of each column in a row.

@@ -165,10 +165,4 @@ impl Table {
             s.insert(row, key);
         }
     }
-
-    pub fn remove_secondary(&self, row: &[u8], key: u64) {
-        for s in &self.secondary {
-            s.remove(row, key);
-        }
-    }
 }

@@ -154,24 +154,9 @@ impl<X> Table<X> {
         }
     }
 
-    pub fn remove_secondary(&self, row: &[u8], key: u64) {
-        for s in &self.secondary {
-            s.remove(row, key);
-        }
-    }
-
     /// Keep the secondary indexes in step with one installed write.
     pub fn maintain_secondary(&self, key: u64, old: Option<&[u8]>, new: Option<&[u8]>) {
-        match (old, new) {
-            (Some(o), Some(n)) if self.secondary.iter().all(|s| s.same_key(o, n)) => {}
-            (Some(o), Some(n)) => {
-                self.remove_secondary(o, key);
-                self.add_secondary(n, key);
-            }
-            (Some(o), None) => self.remove_secondary(o, key),
-            (None, Some(n)) => self.add_secondary(n, key),
-            (None, None) => {}
-        }
+        crate::index::maintain_secondary(&self.secondary, key, old, new);
     }
 
     /// (key, rid) pairs with keys in `range`, in key order.

@@ -715,21 +715,11 @@ fn maintain_secondary(
         return;
     }
     old.resize(t.row_bytes, 0);
-    let old = &mut old[..];
     let had_old = prev & silo::ABSENT == 0;
     if had_old {
         t.caches[owner].read_row(idx, old);
     }
-    match (had_old, new_row) {
-        (true, Some(new)) if t.secondary.iter().all(|s| s.same_key(old, new)) => {}
-        (true, Some(new)) => {
-            t.remove_secondary(old, key);
-            t.add_secondary(new, key);
-        }
-        (true, None) => t.remove_secondary(old, key),
-        (false, Some(new)) => t.add_secondary(new, key),
-        (false, None) => {}
-    }
+    crate::index::maintain_secondary(&t.secondary, key, had_old.then_some(&old[..]), new_row);
 }
 
 impl<B: PmemBackend> Shared<B> {

@@ -178,6 +178,11 @@ pub enum Fault {
     /// Zero a worker's newest LP slot without raising its commit floor first
     /// (S4), at run time and in recovery.
     NoCommitFloor,
+    /// Lazy commits: a transaction that read a version whose writer (on
+    /// another worker) is not yet known durable does not flush that writer's
+    /// LP line before its own fence, so a crash can keep the reader and drop
+    /// the writer (the hole of issue 15, re-injectable).
+    LazyDependencyUnflushed,
 }
 
 impl Fault {
@@ -187,7 +192,7 @@ impl Fault {
         EngineKind::Zen
     }
 
-    pub const ALL: [Fault; 8] = [
+    pub const ALL: [Fault; 9] = [
         Fault::NoFenceBeforeLp,
         Fault::AckBeforeLpFence,
         Fault::TornLpWord,
@@ -196,6 +201,7 @@ impl Fault {
         Fault::SkipFlushes,
         Fault::RecoveryTombstonesFirst,
         Fault::NoCommitFloor,
+        Fault::LazyDependencyUnflushed,
     ];
 }
 

@@ -42,6 +42,9 @@ fn scenario(fault: Fault) -> Scenario<'static> {
             steps.extend((0..12).map(|i| vec![(0, 5, Some(i), false)]));
             Scenario::one("resurrection", steps)
         }
+        Fault::LazyDependencyUnflushed => {
+            unreachable!("needs cross-worker reads: checked by the multi-worker lazy campaigns")
+        }
         Fault::NoCommitFloor => Scenario {
             // Worker 0 commits a row of each table before recording (the LP
             // goes to table 0, first in persist order); worker 1 then
@@ -59,17 +62,29 @@ fn scenario(fault: Fault) -> Scenario<'static> {
     Scenario { fault: Some(fault), ..sc }
 }
 
+/// The faults whose scenarios fit this harness (workers own disjoint keys).
+const SINGLE_KEY_OWNER: [Fault; 8] = [
+    Fault::NoFenceBeforeLp,
+    Fault::AckBeforeLpFence,
+    Fault::TornLpWord,
+    Fault::ReuseWithoutZeroing,
+    Fault::EarlyTombstone,
+    Fault::SkipFlushes,
+    Fault::RecoveryTombstonesFirst,
+    Fault::NoCommitFloor,
+];
+
 #[test]
 fn every_injected_bug_is_detected() {
     // The correct protocol passes the same scenarios (the control).
-    for fault in Fault::ALL {
+    for fault in SINGLE_KEY_OWNER {
         let control = Scenario { fault: None, ..scenario(fault) };
         campaign_with::<Silo>(&control)
             .unwrap_or_else(|e| panic!("control for {fault:?} failed: {e}"));
     }
     let mut detected = Vec::new();
     let mut missed = Vec::new();
-    for fault in Fault::ALL {
+    for fault in SINGLE_KEY_OWNER {
         let sc = scenario(fault);
         let outcome = catch_unwind(AssertUnwindSafe(|| campaign_with::<Silo>(&sc)));
         match outcome {
@@ -84,6 +99,6 @@ fn every_injected_bug_is_detected() {
             Ok(Ok(())) => missed.push(fault),
         }
     }
-    eprintln!("{}/{} injected bugs detected", detected.len(), Fault::ALL.len());
+    eprintln!("{}/{} injected bugs detected", detected.len(), SINGLE_KEY_OWNER.len());
     assert!(missed.is_empty(), "injected bugs not detected: {missed:?}");
 }

@@ -5,7 +5,9 @@
 //! process: `clwb` when the CPU has it, else `clflushopt`, else `clflush` (which
 //! every x86-64 CPU has). On other architectures the flush is a no-op and the
 //! fence a sequentially consistent fence; persistence is then only as good as
-//! `msync`, which the `fs` backend calls on close.
+//! `msync`, which the `fs` backend calls on close, and a `dax` pool under ADR
+//! is refused (`PmemError::NoFlushInstruction`) rather than run with flushes
+//! that do nothing.
 
 use std::sync::OnceLock;
 

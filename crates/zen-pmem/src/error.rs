@@ -82,6 +82,10 @@ pub enum PmemError {
     PerNodeMember { path: PathBuf, index: u64, count: u64 },
     #[error("{path}: is a single-file pool, not a per-node one; open it without --pool-per-node")]
     NotPerNode { path: PathBuf },
+    #[error(
+        "{path}: this CPU has no cache-line flush instruction (clwb, clflushopt or clflush), so stores to a DAX pool cannot be made durable under ADR; use --persistence-domain eadr only if the platform really has eADR, or --pmem fs"
+    )]
+    NoFlushInstruction { path: PathBuf },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
 }

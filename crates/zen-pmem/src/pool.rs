@@ -411,7 +411,12 @@ impl<B: PmemBackend> Pool<B> {
 
     /// A persister for thread slot `thread`.
     pub fn persister(&self, thread: u32) -> Persister<'_, B> {
-        Persister { backend: &self.backend, thread, counters: &self.counters[thread as usize] }
+        Persister {
+            backend: &self.backend,
+            thread,
+            counters: &self.counters[thread as usize],
+            eadr: self.backend.domain() == PersistenceDomain::Eadr,
+        }
     }
 
     /// The counters of thread slot `thread`.
@@ -808,10 +813,17 @@ impl<B: PmemBackend> Drop for Pool<B> {
 }
 
 /// The persist primitives for one thread slot, counting into its counters.
+///
+/// Under eADR (`PersistenceDomain::Eadr`) the CPU caches are in the
+/// persistence domain: a store is durable once it is globally visible, so
+/// [`Persister::flush`] issues nothing and counts nothing, for every engine.
+/// Fences stay: they still order this thread's stores against its later
+/// ones and mark the points where an engine publishes durability.
 pub struct Persister<'p, B: PmemBackend> {
     backend: &'p B,
     thread: u32,
     counters: &'p WorkerCounters,
+    eadr: bool,
 }
 
 impl<B: PmemBackend> Persister<'_, B> {
@@ -844,10 +856,11 @@ impl<B: PmemBackend> Persister<'_, B> {
         self.backend.store_u64(self.thread, offset, value);
     }
 
-    /// Write back every cache line of the range.
+    /// Write back every cache line of the range (nothing under eADR: the
+    /// caches are persistent).
     #[inline]
     pub fn flush(&self, offset: u64, len: u64) {
-        if len == 0 {
+        if len == 0 || self.eadr {
             return;
         }
         let line = CACHE_LINE as u64;

@@ -190,6 +190,8 @@ pub struct DaxBackend {
 
 impl DaxBackend {
     fn map(opts: &BackendOptions, create_len: Option<u64>) -> Result<Self> {
+        let named = opts.members.first().cloned().map_or_else(|| single_path(opts), Ok)?;
+        check_flush_support(&named, opts.domain, crate::cpu::flush_instruction())?;
         let m = Mapped::new(opts, create_len, true)?;
         Ok(DaxBackend {
             map: m.map,
@@ -219,9 +221,40 @@ impl PmemBackend for DaxBackend {
 
 pub(crate) use delegate_to_mapping;
 
+/// A DAX pool under ADR is durable only through cache-line flushes: refuse it
+/// on a CPU without a flush instruction (not x86-64) rather than let every
+/// flush be a silent no-op. Under eADR stores persist at visibility and no
+/// flush is issued, so it is accepted.
+fn check_flush_support(
+    path: &Path,
+    domain: PersistenceDomain,
+    flush: crate::cpu::FlushInstruction,
+) -> Result<()> {
+    if domain == PersistenceDomain::Adr && flush == crate::cpu::FlushInstruction::None {
+        return Err(PmemError::NoFlushInstruction { path: path.to_path_buf() });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dax_under_adr_is_refused_without_a_flush_instruction() {
+        use crate::cpu::FlushInstruction;
+        let path = Path::new("/mnt/pmem/p.pool");
+        let err = check_flush_support(path, PersistenceDomain::Adr, FlushInstruction::None)
+            .expect_err("no flush instruction under ADR");
+        assert!(matches!(err, PmemError::NoFlushInstruction { .. }));
+        let text = err.to_string();
+        assert!(text.contains("/mnt/pmem/p.pool") && text.contains("clwb"), "{text}");
+        // eADR needs no flush; every x86-64 CPU has at least clflush.
+        check_flush_support(path, PersistenceDomain::Eadr, FlushInstruction::None).unwrap();
+        for f in [FlushInstruction::Clwb, FlushInstruction::Clflushopt, FlushInstruction::Clflush] {
+            check_flush_support(path, PersistenceDomain::Adr, f).unwrap();
+        }
+    }
 
     #[test]
     fn dax_refuses_a_non_dax_file() {

@@ -36,7 +36,10 @@
 mod point;
 mod secondary;
 pub use point::PointIndex;
-pub use secondary::{MAX_SECONDARY_KEY_BYTES, SecondaryIndex, maintain as maintain_secondary};
+pub use secondary::{
+    MAX_SECONDARY_KEY_BYTES, SecondaryIndex, maintain as maintain_secondary,
+    removes_an_entry as secondary_removes_an_entry,
+};
 
 /// Key → record id, ordered, lock-free.
 pub struct PrimaryIndex {

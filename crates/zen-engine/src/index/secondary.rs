@@ -43,6 +43,20 @@ pub fn maintain(indexes: &[SecondaryIndex], key: u64, old: Option<&[u8]>, new: O
     }
 }
 
+/// Would [`maintain`] remove an entry, i.e. hide primary key `key` from a
+/// scan of some index (a deletion, or a change of an index key)?
+pub fn removes_an_entry(
+    indexes: &[SecondaryIndex],
+    old: Option<&[u8]>,
+    new: Option<&[u8]>,
+) -> bool {
+    match (old, new) {
+        (None, _) => false,
+        (Some(_), None) => !indexes.is_empty(),
+        (Some(o), Some(n)) => indexes.iter().any(|s| !s.same_key(o, n)),
+    }
+}
+
 /// One secondary index of a table.
 pub struct SecondaryIndex {
     /// (offset, width) of each column in a row.

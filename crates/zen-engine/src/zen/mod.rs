@@ -63,6 +63,10 @@ pub struct Shared<B: PmemBackend> {
     pub active_ts: Box<[CachePadded<AtomicU64>]>,
     /// Largest Tx-CTS of each worker known to be durable.
     pub durable_cts: Box<[CachePadded<AtomicU64>]>,
+    /// Pool offset of the LP word of each worker's newest lazy commit, stored
+    /// after its LP store and before its install; a reader that finds the
+    /// writer not yet durable flushes this line (`txn/deps.rs`).
+    pub unfenced_lp: Box<[CachePadded<AtomicU64>]>,
     /// Commit floors (DRAM copy of the floor page).
     pub floors: Box<[AtomicU64]>,
     pub floor_page: u64,
@@ -206,6 +210,7 @@ impl<B: PmemBackend> Shared<B> {
             registered: AtomicU64::new(0),
             active_ts: per_worker(u64::MAX),
             durable_cts: per_worker(0),
+            unfenced_lp: per_worker(0),
             floors: (0..regions).map(|_| AtomicU64::new(0)).collect(),
             floor_page,
             catalog_lock: Mutex::new(()),

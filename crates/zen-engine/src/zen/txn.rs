@@ -85,6 +85,13 @@ pub struct ZenWorker<'e, B: PmemBackend, P: Protocol> {
     begin_ts: u64,
     unfenced_cts: Option<u64>,
     durability: Durability,
+    /// The pool is in an eADR domain: stores are durable once visible.
+    eadr: bool,
+    /// Per worker, the largest Tx-CTS this worker has seen durable there
+    /// (a local copy of `Shared::durable_cts`, `txn/deps.rs`).
+    known_durable: Vec<u64>,
+    /// Tx-CTS of the versions a snapshot transaction read (its read set).
+    snapshot_deps: Vec<u64>,
     stats: CacheStats,
     /// Set by `cache_in`: the read that follows it is that miss, not a hit.
     just_cached: bool,
@@ -141,6 +148,9 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             begin_ts: 0,
             unfenced_cts: None,
             durability: s.config.durability,
+            eadr: s.pool.domain() == zen_pmem::PersistenceDomain::Eadr,
+            known_durable: vec![0; s.regions],
+            snapshot_deps: Vec::new(),
             stats: CacheStats::default(),
             just_cached: false,
             victims: Vec::new(),
@@ -222,6 +232,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
     fn end(&mut self) {
         self.release_locks();
         self.reads.clear();
+        self.snapshot_deps.clear();
         self.writes.clear();
         self.write_data.clear();
         self.scans.clear();
@@ -748,6 +759,7 @@ pub fn count_live(t: &Table) -> u64 {
 
 mod adaptive;
 mod commit;
+mod deps;
 mod locking;
 mod scan;
 mod versions;

@@ -122,6 +122,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                         h.cts
                     )));
                 }
+                self.snapshot_deps.push(h.cts);
                 return Ok(present);
             };
             let head = t.caches[w].entry(idx);
@@ -135,6 +136,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 let e = t.caches[w].entry(idx);
                 let v = e.cc[0].load(Ordering::Acquire);
                 if silo::cts_of(v) <= s {
+                    self.snapshot_deps.push(silo::cts_of(v));
                     let present = v & silo::ABSENT == 0;
                     if present {
                         t.caches[w].read_row(idx, out);

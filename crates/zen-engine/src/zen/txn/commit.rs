@@ -20,7 +20,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     fn commit(&mut self) -> Result<CommitInfo> {
         if self.snapshot.is_some() {
             // R1: the snapshot is complete and fixed; nothing to validate.
-            return Ok(CommitInfo { cts: 0, durable: true, writes: 0 });
+            let durable = self.read_only_durable();
+            return Ok(CommitInfo { cts: 0, durable, writes: 0 });
         }
         if self.adaptive_on() && !self.exclusive_mine() {
             // The last safe point: a transaction not yet committing yields to
@@ -41,7 +42,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 0
             };
             self.validate(logical)?;
-            return Ok(CommitInfo { cts: 0, durable: true, writes: 0 });
+            let durable = self.read_only_durable();
+            return Ok(CommitInfo { cts: 0, durable, writes: 0 });
         }
         // Kung–Robinson: validation and write phase in one critical section.
         let shared = self.s;
@@ -361,6 +363,11 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             .min_by_key(|(_, w)| self.tables[w.table as usize].persist_rank)
             .map(|(i, _)| i)
             .expect("a writing transaction");
+        // Before anything of ours can persist: a transaction that hides keys
+        // from scans is made durable before it installs, and the writers we
+        // read from are flushed for the fence below (`deps.rs`).
+        let hides = self.hides_keys();
+        self.flush_dependencies(true);
         let p = self.s.pool.persister(self.thread);
         p.marker(Marker::Begin { txn: cts });
         for (i, w) in self
@@ -403,7 +410,12 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             p.flush(lp_word, 8);
         }
         self.unfenced_cts = Some(cts);
-        if self.durability == Durability::Immediate {
+        if self.durability == Durability::Lazy && !hides {
+            // Readers that find this commit not yet durable flush this line
+            // (published before the install makes our versions visible).
+            self.s.unfenced_lp[self.id].store(lp_word, Ordering::Release);
+        }
+        if self.durability == Durability::Immediate || hides {
             if self.fault(Fault::AckBeforeLpFence) {
                 p.marker(Marker::Ack { txn: cts });
                 self.unfenced_cts = None;
@@ -680,7 +692,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
 
     /// Is the injected bug `f` switched on (verification only)?
     #[inline]
-    fn fault(&self, f: Fault) -> bool {
+    pub(super) fn fault(&self, f: Fault) -> bool {
         self.s.config.fault == Some(f)
     }
 

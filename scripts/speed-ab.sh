@@ -8,7 +8,8 @@
 #   scripts/speed-ab.sh summarize           # only re-summarise $OUT/results.tsv
 #
 # Environment: OUT (default results/speed-ab), REPS (default 3), DURATION
-# (default 5s), ONLY (a glob of configuration names, e.g. 'tpcc-*').
+# (default 5s), ONLY (a glob of configuration names, e.g. 'tpcc-*'), SET
+# (speed or durability, below).
 #
 # Every run holds the shared benchmark lock (/tmp/zen-bench.lock, `flock`),
 # so runs of several people or helpers never overlap, and records the CPU
@@ -59,6 +60,18 @@ B=$2
 mkdir -p "$OUT"
 : > "$OUT/results.tsv"
 
+# SET=speed (default): issue 13's configurations. SET=durability: issue 15's
+# cost check of dependency-closed lazy commits (the CLI's default durability),
+# Zen at 2 threads on the set-ups of issue 14 (YCSB 100k rows θ 0.6 RH/WH,
+# TPC-C 2 warehouses).
+SET=${SET:-speed}
+if [ "$SET" = durability ]; then
+configs=(
+  "ycsb-rh-zen-2t|ycsb --engine zen --pmem fs --mix RH --records 100000 --threads 2"
+  "ycsb-wh-zen-2t|ycsb --engine zen --pmem fs --mix WH --records 100000 --threads 2"
+  "tpcc-2wh-zen-2t|tpcc --engine zen --pmem fs --warehouses 2 --threads 2"
+)
+else
 configs=(
   "tpcc-ideal-1t|tpcc --engine ideal --pmem dram --warehouses 4 --threads 1"
   "tpcc-zen-1t|tpcc --engine zen --pmem fs --warehouses 4 --threads 1"
@@ -72,6 +85,7 @@ configs=(
   "ycsbA-0.99-ideal-2t|ycsb --engine ideal --pmem dram -w a --records 2097152 --theta 0.99 --threads 2"
   "ycsbA-0.99-zen-2t|ycsb --engine zen --pmem fs -w a --records 2097152 --theta 0.99 --threads 2"
 )
+fi
 
 busy() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
 

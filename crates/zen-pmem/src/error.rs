@@ -82,8 +82,19 @@ pub enum PmemError {
     PerNodeMember { path: PathBuf, index: u64, count: u64 },
     #[error("{path}: is a single-file pool, not a per-node one; open it without --pool-per-node")]
     NotPerNode { path: PathBuf },
+    #[error(
+        "{path}: not enough space: backing every page of the pool needs {needed} more bytes ({}) on its file system, which has {free} bytes ({}) free; free some space there, or choose a smaller --pool-size or another directory",
+        mib(*.needed),
+        mib(*.free)
+    )]
+    NoSpace { path: PathBuf, needed: u64, free: u64 },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
+}
+
+/// `bytes` in MiB with one decimal, for messages that also give the exact count.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
 }
 
 impl PmemError {

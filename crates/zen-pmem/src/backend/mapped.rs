@@ -2,14 +2,18 @@
 //!
 //! Both hold the pool file open with an exclusive lock for as long as they
 //! live, so a pool is open in one process (and through one handle) at a time.
-//! `create` never touches an existing file; `open` never writes. Per-node
-//! pools (several member files as one range) are mapped by `striped.rs`.
+//! `create` never touches an existing file, and reserves a block behind every
+//! byte of the new one (`space.rs`); `open` never writes, and reserves the
+//! holes of a sparse file only when `Pool::open_on` asks (`reserve_space`),
+//! after validation. Per-node pools (several member files as one range) are
+//! mapped by `striped.rs`.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 
 use super::{
-    BackendKind, BackendOptions, Mapping, MemberFile, PersistenceDomain, PmemBackend, striped,
+    BackendKind, BackendOptions, Mapping, MemberFile, PersistenceDomain, PmemBackend, space,
+    striped,
 };
 use crate::error::{PmemError, Result};
 
@@ -28,12 +32,12 @@ pub(crate) fn open_locked(path: &Path, create_len: Option<u64>) -> Result<(File,
         Err(TryLockError::Error(e)) => return Err(PmemError::from_io(path, e)),
     }
     if let Some(len) = create_len
-        && let Err(e) = file.set_len(len)
+        && let Err(e) = size_and_reserve(&file, path, len)
     {
         drop(file);
         // We created the file a moment ago; removing it loses nothing of the user's.
         let _ = std::fs::remove_file(path);
-        return Err(PmemError::from_io(path, e));
+        return Err(e);
     }
     let len = file.metadata().map_err(|e| PmemError::from_io(path, e))?.len();
     if len == 0 {
@@ -46,6 +50,14 @@ pub(crate) fn open_locked(path: &Path, create_len: Option<u64>) -> Result<(File,
         });
     }
     Ok((file, len))
+}
+
+/// Give the new, empty `file` its length and a block behind every byte
+/// (`space.rs`), or refuse with `NoSpace`.
+fn size_and_reserve(file: &File, path: &Path, len: u64) -> Result<()> {
+    space::check_room_for_new(&[path.to_path_buf()], len)?;
+    file.set_len(len).map_err(|e| PmemError::from_io(path, e))?;
+    space::reserve_new(file, path, len)
 }
 
 /// The single pool file of `opts`.
@@ -61,7 +73,7 @@ struct Mapped {
     map: Mapping,
     path: PathBuf,
     members: Vec<MemberFile>,
-    _files: Vec<File>,
+    files: Vec<File>,
 }
 
 impl Mapped {
@@ -69,7 +81,7 @@ impl Mapped {
         if !opts.members.is_empty() {
             let s = striped::map(&opts.members, create_len, dax)?;
             let path = opts.members[0].clone();
-            return Ok(Mapped { map: s.map, path, members: s.members, _files: s.files });
+            return Ok(Mapped { map: s.map, path, members: s.members, files: s.files });
         }
         let path = single_path(opts)?;
         let (file, len) = open_locked(&path, create_len)?;
@@ -82,8 +94,19 @@ impl Mapped {
                 .map_err(|e| PmemError::from_io(&path, e))?;
             Mapping::from_mmap(raw)
         };
-        Ok(Mapped { map, path, members: Vec::new(), _files: vec![file] })
+        Ok(Mapped { map, path, members: Vec::new(), files: vec![file] })
     }
+}
+
+/// Reserve the holes of every file mapped (`space.rs`, step 2).
+fn reserve_files(files: &[File], members: &[MemberFile], path: &Path, len: u64) -> Result<()> {
+    if members.is_empty() {
+        return space::reserve_existing(&files[0], path, len);
+    }
+    for (file, m) in files.iter().zip(members) {
+        space::reserve_existing(file, &m.path, m.len)?;
+    }
+    Ok(())
 }
 
 /// A pool on a regular file mapped `MAP_SHARED` (or on per-node member
@@ -94,7 +117,7 @@ pub struct FsBackend {
     path: PathBuf,
     domain: PersistenceDomain,
     members: Vec<MemberFile>,
-    _files: Vec<File>,
+    files: Vec<File>,
 }
 
 impl FsBackend {
@@ -105,7 +128,7 @@ impl FsBackend {
             path: m.path,
             domain: opts.domain,
             members: m.members,
-            _files: m._files,
+            files: m.files,
         })
     }
 
@@ -174,6 +197,9 @@ impl PmemBackend for FsBackend {
     fn members(&self) -> &[MemberFile] {
         &self.members
     }
+    fn reserve_space(&self) -> Result<()> {
+        reserve_files(&self.files, &self.members, &self.path, self.map.len() as u64)
+    }
     delegate_to_mapping!();
 }
 
@@ -185,7 +211,7 @@ pub struct DaxBackend {
     path: PathBuf,
     domain: PersistenceDomain,
     members: Vec<MemberFile>,
-    _files: Vec<File>,
+    files: Vec<File>,
 }
 
 impl DaxBackend {
@@ -196,7 +222,7 @@ impl DaxBackend {
             path: m.path,
             domain: opts.domain,
             members: m.members,
-            _files: m._files,
+            files: m.files,
         })
     }
 }
@@ -213,6 +239,9 @@ impl PmemBackend for DaxBackend {
     }
     fn members(&self) -> &[MemberFile] {
         &self.members
+    }
+    fn reserve_space(&self) -> Result<()> {
+        reserve_files(&self.files, &self.members, &self.path, self.map.len() as u64)
     }
     delegate_to_mapping!();
 }

@@ -16,6 +16,7 @@ use super::{
     striped,
 };
 use crate::error::{PmemError, Result};
+use crate::sigbus;
 
 /// Open (or create) one pool file, lock it, and return it with its length.
 pub(crate) fn open_locked(path: &Path, create_len: Option<u64>) -> Result<(File, u64)> {
@@ -70,6 +71,7 @@ fn single_path(opts: &BackendOptions) -> Result<PathBuf> {
 
 /// What a file backend maps: one file, or the members of a per-node pool.
 struct Mapped {
+    watches: Vec<sigbus::Watch>,
     map: Mapping,
     path: PathBuf,
     members: Vec<MemberFile>,
@@ -81,7 +83,15 @@ impl Mapped {
         if !opts.members.is_empty() {
             let s = striped::map(&opts.members, create_len, dax)?;
             let path = opts.members[0].clone();
-            return Ok(Mapped { map: s.map, path, members: s.members, files: s.files });
+            let watches = s
+                .members
+                .iter()
+                .map(|m| {
+                    let start = s.map.base_addr() + m.offset as usize;
+                    sigbus::Watch::new(start, m.len as usize, &m.path)
+                })
+                .collect();
+            return Ok(Mapped { watches, map: s.map, path, members: s.members, files: s.files });
         }
         let path = single_path(opts)?;
         let (file, len) = open_locked(&path, create_len)?;
@@ -94,7 +104,8 @@ impl Mapped {
                 .map_err(|e| PmemError::from_io(&path, e))?;
             Mapping::from_mmap(raw)
         };
-        Ok(Mapped { map, path, members: Vec::new(), files: vec![file] })
+        let watches = vec![sigbus::Watch::new(map.base_addr(), map.len(), &path)];
+        Ok(Mapped { watches, map, path, members: Vec::new(), files: vec![file] })
     }
 }
 
@@ -113,6 +124,8 @@ fn reserve_files(files: &[File], members: &[MemberFile], path: &Path, len: u64) 
 /// files, each mapped `MAP_SHARED | MAP_FIXED` into one range). Durable
 /// across process crashes only.
 pub struct FsBackend {
+    /// Declared first so that the ranges are unregistered before `map` unmaps them.
+    _watches: Vec<sigbus::Watch>,
     map: Mapping,
     path: PathBuf,
     domain: PersistenceDomain,
@@ -124,6 +137,7 @@ impl FsBackend {
     fn map(opts: &BackendOptions, create_len: Option<u64>) -> Result<Self> {
         let m = Mapped::new(opts, create_len, false)?;
         Ok(FsBackend {
+            _watches: m.watches,
             map: m.map,
             path: m.path,
             domain: opts.domain,
@@ -207,6 +221,8 @@ impl PmemBackend for FsBackend {
 /// `MAP_SHARED_VALIDATE | MAP_SYNC`: stores reach persistent memory directly,
 /// flush + fence make them durable.
 pub struct DaxBackend {
+    /// Declared first so that the ranges are unregistered before `map` unmaps them.
+    _watches: Vec<sigbus::Watch>,
     map: Mapping,
     path: PathBuf,
     domain: PersistenceDomain,
@@ -218,6 +234,7 @@ impl DaxBackend {
     fn map(opts: &BackendOptions, create_len: Option<u64>) -> Result<Self> {
         let m = Mapped::new(opts, create_len, true)?;
         Ok(DaxBackend {
+            _watches: m.watches,
             map: m.map,
             path: m.path,
             domain: opts.domain,

@@ -36,7 +36,8 @@
 //! WHAT THIS DOES NOT COVER. Copy-on-write file systems (btrfs, ZFS) allocate
 //! a new block on every overwrite, so reserved space is no promise there;
 //! a DAX device's media errors (poisoned lines) and a file truncated by
-//! another process while it is mapped still raise SIGBUS.
+//! another process while it is mapped still raise SIGBUS. `crate::sigbus`
+//! turns those into a message naming the pool.
 
 use std::ffi::CString;
 use std::fs::File;

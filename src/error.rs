@@ -45,6 +45,17 @@ impl CliError {
     pub fn usage(message: impl Into<String>) -> CliError {
         CliError::Usage(message.into())
     }
+
+    /// The same error (and exit code) with `note` appended to its message.
+    pub fn with_note(self, note: &str) -> CliError {
+        match self {
+            CliError::Usage(m) => CliError::Usage(format!("{m}; {note}")),
+            CliError::CheckFailed(m) => CliError::CheckFailed(format!("{m}; {note}")),
+            CliError::Recovery(m) => CliError::Recovery(format!("{m}; {note}")),
+            CliError::CrashViolation(m) => CliError::CrashViolation(format!("{m}; {note}")),
+            CliError::Failed(m) => CliError::Failed(format!("{m}; {note}")),
+        }
+    }
 }
 
 impl fmt::Display for CliError {

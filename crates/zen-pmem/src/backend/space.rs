@@ -16,10 +16,10 @@
 //!    bytes free (`statvfs`: `f_bavail · f_frsize`, what `df` calls
 //!    available) than the pool's length (for a per-node pool: than the
 //!    members it would hold, checked for every member before the first is
-//!    created); then `set_len` and
-//!    `posix_fallocate` the whole file. A failed reservation removes the
-//!    file (we created it a moment ago) and is [`PmemError::NoSpace`] with
-//!    the path, the bytes needed and the bytes free.
+//!    created); then `set_len` and `posix_fallocate` the whole file. A
+//!    failed reservation removes the file (we created it a moment ago) and
+//!    is [`PmemError::NoSpace`] with the path, the bytes needed and the
+//!    bytes free.
 //! 2. Open: a file whose allocated blocks (`st_blocks · 512`) cover its
 //!    length is left alone; otherwise (a sparse pool, e.g. one made before
 //!    this module, or copied without its holes) `posix_fallocate` fills the

@@ -3,7 +3,7 @@
 //! | code | meaning                                                   |
 //! | ---- | --------------------------------------------------------- |
 //! | 0    | success                                                   |
-//! | 1    | an operating error (I/O, engine failure, …)               |
+//! | 1    | an operating error (I/O, out of space, engine failure, a SIGBUS in a pool's memory, …) |
 //! | 2    | usage: an invalid flag, value or combination              |
 //! | 3    | `zen check` found a violated condition or invariant       |
 //! | 4    | recovery failed: the pool could not be opened             |
@@ -27,10 +27,14 @@ pub enum CliError {
 
 pub type CliResult<T = ()> = Result<T, CliError>;
 
+/// Exit code of an operating error ([`CliError::Failed`]); also the code of
+/// a process stopped by a SIGBUS in a pool's memory (`main`).
+pub const FAILED_EXIT_CODE: i32 = 1;
+
 impl CliError {
     pub fn exit_code(&self) -> i32 {
         match self {
-            CliError::Failed(_) => 1,
+            CliError::Failed(_) => FAILED_EXIT_CODE,
             CliError::Usage(_) => 2,
             CliError::CheckFailed(_) => 3,
             CliError::Recovery(_) => 4,
@@ -40,6 +44,17 @@ impl CliError {
 
     pub fn usage(message: impl Into<String>) -> CliError {
         CliError::Usage(message.into())
+    }
+
+    /// The same error (and exit code) with `note` appended to its message.
+    pub fn with_note(self, note: &str) -> CliError {
+        match self {
+            CliError::Usage(m) => CliError::Usage(format!("{m}; {note}")),
+            CliError::CheckFailed(m) => CliError::CheckFailed(format!("{m}; {note}")),
+            CliError::Recovery(m) => CliError::Recovery(format!("{m}; {note}")),
+            CliError::CrashViolation(m) => CliError::CrashViolation(format!("{m}; {note}")),
+            CliError::Failed(m) => CliError::Failed(format!("{m}; {note}")),
+        }
     }
 }
 

@@ -39,6 +39,9 @@ fn dispatch(cli: &Cli) -> CliResult {
 }
 
 fn main() {
+    // A SIGBUS in a pool's memory (a DAX media error, a pool file truncated
+    // under us) becomes an error naming the pool instead of a silent death.
+    zen_pmem::sigbus::install(error::FAILED_EXIT_CODE);
     // clap prints usage errors itself and exits with 2 (0 for --help/--version).
     let cli = Cli::parse();
     if let Err(e) = dispatch(&cli) {

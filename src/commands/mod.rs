@@ -78,3 +78,13 @@ pub fn open_existing(config: &EngineConfig) -> CliResult<Box<dyn Engine>> {
 pub fn close(engine: Box<dyn Engine>) -> CliResult {
     engine.close().map_err(|e| CliError::Failed(format!("closing the engine: {e}")))
 }
+
+/// Close after `error` stopped the command: `error` is what the user must
+/// act on (e.g. an unfinished load), so it keeps its exit code, and a
+/// failure to close (a full pool can fail to) is added to its message.
+pub fn close_after(engine: Box<dyn Engine>, error: CliError) -> CliError {
+    match close(engine) {
+        Ok(()) => error,
+        Err(closing) => error.with_note(&format!("also {closing}")),
+    }
+}

@@ -50,9 +50,22 @@ pub fn load(args: &LoadArgs) -> CliResult {
     let engine = zen_engine::open(&engine_config)?;
     let loaded = commands::load(engine.as_ref(), &workload, args.threads);
     let closed = commands::close(engine);
-    loaded.and(closed)?;
+    loaded.map_err(|e| partial_load(e, workload.name(), &args.pool)).and(closed)?;
     println!("loaded {} into {}", workload.name(), args.pool.display());
     Ok(())
+}
+
+/// A load that failed part-way: say what the pool now holds.
+fn partial_load(e: CliError, workload: &str, pool: &std::path::Path) -> CliError {
+    match e {
+        CliError::Failed(message) => CliError::Failed(format!(
+            "loading {workload} into {} failed: {message}; the pool keeps the rows loaded so far \
+             and records that its load did not finish (`zen run` and `zen check` refuse it): \
+             remove it before loading again",
+            pool.display()
+        )),
+        other => other,
+    }
 }
 
 pub fn run(args: &RunArgs) -> CliResult {
@@ -75,10 +88,7 @@ pub fn run(args: &RunArgs) -> CliResult {
         .and_then(|spec| workloads::from_spec(spec, args.workload, &args.params));
     let workload = match workload {
         Ok(w) => w,
-        Err(e) => {
-            commands::close(engine)?;
-            return Err(e);
-        }
+        Err(e) => return Err(commands::close_after(engine, e)),
     };
     output::banner("run", &engine_config, Some(&driver), &workload.parameters());
     let request = RunRequest {
@@ -176,10 +186,15 @@ pub fn check(p: &PoolArgs, expected_state: Option<&std::path::Path>) -> CliResul
     let engine_config = pool_engine_config(p, "check")?;
     let state = expected_state.map(commands::expected::open_state).transpose()?;
     let engine = commands::open_existing(&engine_config)?;
-    let checked = read_spec(engine.as_ref())
+    let workload = match read_spec(engine.as_ref())
         .map_err(CliError::from)
         .and_then(|spec| workloads::from_spec(spec, None, &WorkloadArgs::default()))
-        .and_then(|w| with_workload!(&w, |w| w.check(engine.as_ref())).map_err(CliError::from));
+    {
+        Ok(w) => w,
+        // Nothing to check against (no population, or an unfinished load).
+        Err(e) => return Err(commands::close_after(engine, e)),
+    };
+    let checked = with_workload!(&workload, |w| w.check(engine.as_ref())).map_err(CliError::from);
     let invariants = engine.check_invariants();
     let expected = state.as_ref().map(|s| commands::expected::check(engine.as_ref(), s));
     commands::close(engine)?;

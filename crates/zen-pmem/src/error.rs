@@ -86,8 +86,19 @@ pub enum PmemError {
         "{path}: this CPU has no cache-line flush instruction (clwb, clflushopt or clflush), so stores to a DAX pool cannot be made durable under ADR; use --persistence-domain eadr only if the platform really has eADR, or --pmem fs"
     )]
     NoFlushInstruction { path: PathBuf },
+    #[error(
+        "{path}: not enough space: backing every page of the pool needs {needed} more bytes ({}) on its file system, which has {free} bytes ({}) free; free some space there, or choose a smaller --pool-size or another directory",
+        mib(*.needed),
+        mib(*.free)
+    )]
+    NoSpace { path: PathBuf, needed: u64, free: u64 },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
+}
+
+/// `bytes` in MiB with one decimal, for messages that also give the exact count.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
 }
 
 impl PmemError {

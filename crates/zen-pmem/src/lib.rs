@@ -7,6 +7,9 @@
 //!   per-thread persist primitives (`write`, `write_u64_atomic`, `flush`,
 //!   `fence`, `persist`, `read`) that count every NVM byte, line and fence.
 //! - [`sim`]: the crash simulator (strict Px86, paranoid and eADR images).
+//! - [`sigbus`]: a SIGBUS inside a pool mapping reported with the pool's
+//!   path (pools reserve their storage, `backend/space.rs`, so a full file
+//!   system cannot cause one).
 //!
 //! All `unsafe` code of the project lives in this crate; `UNSAFE.md` at the
 //! repository root lists the sites.
@@ -22,6 +25,7 @@ pub mod header;
 pub mod latency;
 pub mod page_table;
 pub mod pool;
+pub mod sigbus;
 pub mod sim;
 
 pub use backend::{

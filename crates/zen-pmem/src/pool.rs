@@ -255,6 +255,10 @@ impl<B: PmemBackend> Pool<B> {
     ///
     /// Nothing is written until the header and the whole page table have been
     /// validated, so opening a file that is not one of our pools changes nothing.
+    /// Then the backend reserves storage for every page of a sparse file
+    /// ([`PmemBackend::reserve_space`]), or the open is refused with
+    /// `NoSpace`: a store to an unbacked page of a full file system would
+    /// kill the process with SIGBUS.
     pub fn open_on(backend: B) -> Result<Self> {
         let path = backend.path().to_path_buf();
         let len = backend.len();
@@ -294,6 +298,12 @@ impl<B: PmemBackend> Pool<B> {
         let members = layout_members(&backend, &header);
         let mut pool = Pool::with_header(backend, header, clean == header::CLEAN_SHUTDOWN, members);
         pool.rebuild_free_list()?;
+        // Validated: now back every page with storage before the first store
+        // (`backend/space.rs`). A refusal leaves the file as it was found.
+        if let Err(e) = pool.backend.reserve_space() {
+            pool.closed = true;
+            return Err(e);
+        }
         if clean != 0 {
             let p = pool.persister(SYSTEM_THREAD);
             p.write_u64_atomic(header::OFF_CLEAN_SHUTDOWN, 0);

@@ -24,6 +24,10 @@ pub enum Error {
         "the pool holds no workload population (table `{table}` is missing); load one with `zen load`"
     )]
     NotLoaded { table: String },
+    #[error(
+        "this pool's load did not finish: reload it (remove the pool and run `zen load {workload}` again); the {workload} load stopped part-way (out of space, killed or crashed), so rows are missing"
+    )]
+    LoadUnfinished { workload: &'static str },
     #[error("the pool holds a `{found}` population, not `{expected}`")]
     WrongWorkload { expected: String, found: String },
     #[error("workload metadata in the pool is corrupt: {0}")]

@@ -3,9 +3,28 @@
 //!
 //! SPEC ROW. `zen load` and `zen run` are separate processes, so the
 //! parameters that define a population (YCSB's record count, TPC-C's scale,
-//! SmallBank's initial total) are written by `load` as JSON into the one row
-//! of table `zen_workload`; `zen run`, `zen check` and `zen recover` read it
-//! back ([`read_spec`]) instead of trusting flags to match.
+//! SmallBank's initial total) are written by `load` as JSON into row 0 of
+//! table `zen_workload`; `zen run` and `zen check` read it back
+//! ([`read_spec`]) instead of trusting flags to match.
+//!
+//! LOAD STATE. A load can stop part-way: the pool fills up, the process is
+//! killed or crashes. What it committed stays and the pool opens as valid;
+//! with nothing more to go on, `zen run` would fail later with "key 54333 not
+//! found" and `zen check` with rows missing. So the spec table holds a second
+//! row, [`LOAD_STATE_KEY`],
+//! whose first word says whether the load finished: [`write_spec`] inserts it
+//! as [`LOAD_RUNNING`] in the same transaction as the spec row, before any
+//! population row, and [`finish_load`] sets it to [`LOAD_COMPLETE`] in its
+//! own transaction, after every loader has committed and synced its rows.
+//! [`read_spec`] (what `zen run` and `zen check` start with) refuses a pool
+//! whose load is still running with [`Error::LoadUnfinished`]. Pools loaded
+//! before this row existed have no such row and are taken as complete, as
+//! they were before.
+//!
+//! ```text
+//! zen_workload   key 0: spec_bytes | spec JSON          (written at load start)
+//!                key 1: LOAD_RUNNING → LOAD_COMPLETE    (flipped at load end)
+//! ```
 //!
 //! LEDGER. Some checks need to know what committed transactions did in
 //! total: SmallBank's money conservation needs the net money deposited and
@@ -54,6 +73,13 @@ pub const LOAD_BATCH_ROWS: usize = 64;
 
 const SPEC_BYTES: u16 = 2048;
 const SPEC_KEY: u64 = 0;
+/// The row of [`SPEC_TABLE`] that says whether the load finished (its first
+/// word; the rest of the row is zero). See LOAD STATE in the module docs.
+pub const LOAD_STATE_KEY: u64 = 1;
+/// Load state: the load started and has not finished ("LOADING" in ASCII).
+pub const LOAD_RUNNING: u64 = 0x0047_4e49_4441_4f4c;
+/// Load state: every row of the population is committed and durable ("LOADED!").
+pub const LOAD_COMPLETE: u64 = 0x0021_4445_4441_4f4c;
 const LEDGER_AMOUNT_AT: usize = 0;
 const LEDGER_EVENTS_AT: usize = 8;
 
@@ -110,8 +136,11 @@ pub fn write_spec(engine: &dyn Engine, spec: &WorkloadSpec) -> Result<()> {
     let mut spec_row = vec![0u8; 8 + usize::from(SPEC_BYTES)];
     row::put_u64(&mut spec_row, 0, json.len() as u64);
     spec_row[8..8 + json.len()].copy_from_slice(&json);
+    let spec_table = table(engine, SPEC_TABLE)?;
     let mut loader = Loader::new(engine)?;
-    loader.insert(table(engine, SPEC_TABLE)?, SPEC_KEY, &spec_row)?;
+    // One batch, so one transaction: no pool has a spec without a load state.
+    loader.insert(spec_table, SPEC_KEY, &spec_row)?;
+    loader.insert(spec_table, LOAD_STATE_KEY, &load_state_row(LOAD_RUNNING))?;
     let ledger = table(engine, LEDGER_TABLE)?;
     for worker in 0..LEDGER_ROWS {
         loader.insert(ledger, worker, &[0u8; 16])?;
@@ -119,13 +148,35 @@ pub fn write_spec(engine: &dyn Engine, spec: &WorkloadSpec) -> Result<()> {
     loader.finish()
 }
 
-/// Read the spec row written by the load.
+/// A row of [`SPEC_TABLE`] holding load state `state`.
+fn load_state_row(state: u64) -> Vec<u8> {
+    let mut state_row = vec![0u8; 8 + usize::from(SPEC_BYTES)];
+    row::put_u64(&mut state_row, 0, state);
+    state_row
+}
+
+/// Record that the load finished: every loader has committed and synced its
+/// rows. The last step of a workload's `load`.
+pub fn finish_load(engine: &dyn Engine) -> Result<()> {
+    let spec_table = table(engine, SPEC_TABLE)?;
+    let complete = load_state_row(LOAD_COMPLETE);
+    let mut worker = engine.worker()?;
+    worker.run(&TxnOptions::default(), |tx| tx.update(spec_table, LOAD_STATE_KEY, &complete))?;
+    Ok(worker.sync()?)
+}
+
+/// Read the spec row written by the load; a pool whose load did not finish
+/// is refused with [`Error::LoadUnfinished`].
 pub fn read_spec(engine: &dyn Engine) -> Result<WorkloadSpec> {
     let spec_table = table(engine, SPEC_TABLE)?;
     let mut spec_row = vec![0u8; 8 + usize::from(SPEC_BYTES)];
+    let mut state_row = vec![0u8; 8 + usize::from(SPEC_BYTES)];
     let mut worker = engine.worker()?;
-    let found =
-        worker.run(&TxnOptions::read_only(), |tx| tx.get(spec_table, SPEC_KEY, &mut spec_row))?;
+    let (found, state) = worker.run(&TxnOptions::read_only(), |tx| {
+        let found = tx.get(spec_table, SPEC_KEY, &mut spec_row)?;
+        let state = tx.get(spec_table, LOAD_STATE_KEY, &mut state_row)?;
+        Ok((found, state.then(|| row::get_u64(&state_row, 0))))
+    })?;
     if !found {
         return Err(Error::NotLoaded { table: format!("{SPEC_TABLE} (row {SPEC_KEY})") });
     }
@@ -133,7 +184,16 @@ pub fn read_spec(engine: &dyn Engine) -> Result<WorkloadSpec> {
     let json = spec_row
         .get(8..8 + len)
         .ok_or_else(|| Error::Metadata(format!("spec length {len} exceeds the row")))?;
-    serde_json::from_slice(json).map_err(|e| Error::Metadata(format!("spec row: {e}")))
+    let spec: WorkloadSpec =
+        serde_json::from_slice(json).map_err(|e| Error::Metadata(format!("spec row: {e}")))?;
+    match state {
+        // Loaded before the load state existed: complete, as it always was.
+        None | Some(LOAD_COMPLETE) => Ok(spec),
+        Some(LOAD_RUNNING) => Err(Error::LoadUnfinished { workload: spec.name() }),
+        Some(other) => Err(Error::Metadata(format!(
+            "load state {other:#018x} is neither running nor complete"
+        ))),
+    }
 }
 
 /// Add to ledger row `worker` inside the calling transaction.

@@ -349,7 +349,8 @@ impl Workload for SmallBank {
         meta::load_parallel(engine, threads, parts as usize, &|loader, part| {
             let start = (part as u64 * per_part).min(n);
             self.load_part(loader, &tables, start..(start + per_part).min(n))
-        })
+        })?;
+        meta::finish_load(engine)
     }
 
     fn local(&self, engine: &dyn Engine, worker: usize, _workers: usize) -> Result<SmallBankLocal> {

@@ -670,6 +670,7 @@ impl Workload for Ycsb {
             let start = (part as u64 * per_part).min(records);
             self.load_part(loader, table, start..(start + per_part).min(records))
         })?;
+        meta::finish_load(engine)?;
         self.next_insert.store(records, Ordering::Relaxed);
         Ok(())
     }

@@ -75,6 +75,9 @@ impl PmemBackend for EmuBackend {
         self.inner.fence(thread, lines_flushed);
         busy_wait_ns(self.model.fence_cost_ns(lines_flushed))
     }
+    fn reserve_space(&self) -> Result<()> {
+        self.inner.reserve_space()
+    }
     fn sync_all(&self) -> Result<()> {
         self.inner.sync_all()
     }

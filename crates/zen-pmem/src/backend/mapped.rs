@@ -2,16 +2,21 @@
 //!
 //! Both hold the pool file open with an exclusive lock for as long as they
 //! live, so a pool is open in one process (and through one handle) at a time.
-//! `create` never touches an existing file; `open` never writes. Per-node
-//! pools (several member files as one range) are mapped by `striped.rs`.
+//! `create` never touches an existing file, and reserves a block behind every
+//! byte of the new one (`space.rs`); `open` never writes, and reserves the
+//! holes of a sparse file only when `Pool::open_on` asks (`reserve_space`),
+//! after validation. Per-node pools (several member files as one range) are
+//! mapped by `striped.rs`.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 
 use super::{
-    BackendKind, BackendOptions, Mapping, MemberFile, PersistenceDomain, PmemBackend, striped,
+    BackendKind, BackendOptions, Mapping, MemberFile, PersistenceDomain, PmemBackend, space,
+    striped,
 };
 use crate::error::{PmemError, Result};
+use crate::sigbus;
 
 /// Open (or create) one pool file, lock it, and return it with its length.
 pub(crate) fn open_locked(path: &Path, create_len: Option<u64>) -> Result<(File, u64)> {
@@ -28,12 +33,12 @@ pub(crate) fn open_locked(path: &Path, create_len: Option<u64>) -> Result<(File,
         Err(TryLockError::Error(e)) => return Err(PmemError::from_io(path, e)),
     }
     if let Some(len) = create_len
-        && let Err(e) = file.set_len(len)
+        && let Err(e) = size_and_reserve(&file, path, len)
     {
         drop(file);
         // We created the file a moment ago; removing it loses nothing of the user's.
         let _ = std::fs::remove_file(path);
-        return Err(PmemError::from_io(path, e));
+        return Err(e);
     }
     let len = file.metadata().map_err(|e| PmemError::from_io(path, e))?.len();
     if len == 0 {
@@ -48,6 +53,14 @@ pub(crate) fn open_locked(path: &Path, create_len: Option<u64>) -> Result<(File,
     Ok((file, len))
 }
 
+/// Give the new, empty `file` its length and a block behind every byte
+/// (`space.rs`), or refuse with `NoSpace`.
+fn size_and_reserve(file: &File, path: &Path, len: u64) -> Result<()> {
+    space::check_room_for_new(&[path.to_path_buf()], len)?;
+    file.set_len(len).map_err(|e| PmemError::from_io(path, e))?;
+    space::reserve_new(file, path, len)
+}
+
 /// The single pool file of `opts`.
 fn single_path(opts: &BackendOptions) -> Result<PathBuf> {
     opts.path.clone().ok_or_else(|| PmemError::InvalidOption {
@@ -58,10 +71,11 @@ fn single_path(opts: &BackendOptions) -> Result<PathBuf> {
 
 /// What a file backend maps: one file, or the members of a per-node pool.
 struct Mapped {
+    watches: Vec<sigbus::Watch>,
     map: Mapping,
     path: PathBuf,
     members: Vec<MemberFile>,
-    _files: Vec<File>,
+    files: Vec<File>,
 }
 
 impl Mapped {
@@ -69,7 +83,15 @@ impl Mapped {
         if !opts.members.is_empty() {
             let s = striped::map(&opts.members, create_len, dax)?;
             let path = opts.members[0].clone();
-            return Ok(Mapped { map: s.map, path, members: s.members, _files: s.files });
+            let watches = s
+                .members
+                .iter()
+                .map(|m| {
+                    let start = s.map.base_addr() + m.offset as usize;
+                    sigbus::Watch::new(start, m.len as usize, &m.path)
+                })
+                .collect();
+            return Ok(Mapped { watches, map: s.map, path, members: s.members, files: s.files });
         }
         let path = single_path(opts)?;
         let (file, len) = open_locked(&path, create_len)?;
@@ -82,30 +104,45 @@ impl Mapped {
                 .map_err(|e| PmemError::from_io(&path, e))?;
             Mapping::from_mmap(raw)
         };
-        Ok(Mapped { map, path, members: Vec::new(), _files: vec![file] })
+        let watches = vec![sigbus::Watch::new(map.base_addr(), map.len(), &path)];
+        Ok(Mapped { watches, map, path, members: Vec::new(), files: vec![file] })
     }
+}
+
+/// Reserve the holes of every file mapped (`space.rs`, step 2).
+fn reserve_files(files: &[File], members: &[MemberFile], path: &Path, len: u64) -> Result<()> {
+    if members.is_empty() {
+        return space::reserve_existing(&files[0], path, len);
+    }
+    for (file, m) in files.iter().zip(members) {
+        space::reserve_existing(file, &m.path, m.len)?;
+    }
+    Ok(())
 }
 
 /// A pool on a regular file mapped `MAP_SHARED` (or on per-node member
 /// files, each mapped `MAP_SHARED | MAP_FIXED` into one range). Durable
 /// across process crashes only.
 pub struct FsBackend {
+    /// Declared first so that the ranges are unregistered before `map` unmaps them.
+    _watches: Vec<sigbus::Watch>,
     map: Mapping,
     path: PathBuf,
     domain: PersistenceDomain,
     members: Vec<MemberFile>,
-    _files: Vec<File>,
+    files: Vec<File>,
 }
 
 impl FsBackend {
     fn map(opts: &BackendOptions, create_len: Option<u64>) -> Result<Self> {
         let m = Mapped::new(opts, create_len, false)?;
         Ok(FsBackend {
+            _watches: m.watches,
             map: m.map,
             path: m.path,
             domain: opts.domain,
             members: m.members,
-            _files: m._files,
+            files: m.files,
         })
     }
 
@@ -174,6 +211,9 @@ impl PmemBackend for FsBackend {
     fn members(&self) -> &[MemberFile] {
         &self.members
     }
+    fn reserve_space(&self) -> Result<()> {
+        reserve_files(&self.files, &self.members, &self.path, self.map.len() as u64)
+    }
     delegate_to_mapping!();
 }
 
@@ -181,11 +221,13 @@ impl PmemBackend for FsBackend {
 /// `MAP_SHARED_VALIDATE | MAP_SYNC`: stores reach persistent memory directly,
 /// flush + fence make them durable.
 pub struct DaxBackend {
+    /// Declared first so that the ranges are unregistered before `map` unmaps them.
+    _watches: Vec<sigbus::Watch>,
     map: Mapping,
     path: PathBuf,
     domain: PersistenceDomain,
     members: Vec<MemberFile>,
-    _files: Vec<File>,
+    files: Vec<File>,
 }
 
 impl DaxBackend {
@@ -194,11 +236,12 @@ impl DaxBackend {
         check_flush_support(&named, opts.domain, crate::cpu::flush_instruction())?;
         let m = Mapped::new(opts, create_len, true)?;
         Ok(DaxBackend {
+            _watches: m.watches,
             map: m.map,
             path: m.path,
             domain: opts.domain,
             members: m.members,
-            _files: m._files,
+            files: m.files,
         })
     }
 }
@@ -215,6 +258,9 @@ impl PmemBackend for DaxBackend {
     }
     fn members(&self) -> &[MemberFile] {
         &self.members
+    }
+    fn reserve_space(&self) -> Result<()> {
+        reserve_files(&self.files, &self.members, &self.path, self.map.len() as u64)
     }
     delegate_to_mapping!();
 }

@@ -61,6 +61,11 @@ impl Mapping {
         self.len
     }
 
+    /// The address of byte 0 (to name the range in `crate::sigbus`).
+    pub(crate) fn base_addr(&self) -> usize {
+        self.ptr as usize
+    }
+
     #[inline]
     fn check_range(&self, offset: u64, len: u64) -> usize {
         let end = offset.checked_add(len).expect("pool range overflows u64");

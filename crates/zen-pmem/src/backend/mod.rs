@@ -22,12 +22,14 @@ mod emu;
 mod mapped;
 mod mapping;
 mod memory;
+mod space;
 mod striped;
 
 pub use emu::EmuBackend;
 pub use mapped::{DaxBackend, FsBackend};
 pub(crate) use mapping::Mapping;
 pub use memory::{DramBackend, HeapBackend};
+pub use space::free_bytes;
 
 use std::path::{Path, PathBuf};
 
@@ -244,6 +246,15 @@ pub trait PmemBackend: Send + Sync + Sized + 'static {
     }
     /// Record a marker (crash simulator only).
     fn marker(&self, _thread: u32, _marker: Marker) {}
+    /// Make sure every byte of an existing pool has storage behind it, so that
+    /// no store into the mapping can fault for want of space (SIGBUS): the
+    /// file backends fill a sparse file's holes (`posix_fallocate`) or refuse
+    /// with `NoSpace`. `Pool::open_on` calls it after validating the pool and
+    /// before its first store; `create` reserves by itself. Nothing to do for
+    /// the memory backends.
+    fn reserve_space(&self) -> Result<()> {
+        Ok(())
+    }
     /// Push everything to the backing file (close); no-op for volatile backends.
     fn sync_all(&self) -> Result<()> {
         Ok(())

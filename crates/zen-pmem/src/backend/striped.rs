@@ -51,6 +51,11 @@ pub(crate) fn map(paths: &[PathBuf], create_len: Option<u64>, dax: bool) -> Resu
         Some(len) => Some(len / count),
         None => None,
     };
+    if let Some(len) = member_len {
+        // All members at once, so that members sharing a file system are
+        // refused together, before any is created (`space.rs`).
+        super::space::check_room_for_new(paths, len)?;
+    }
     let mut files = Vec::with_capacity(paths.len());
     let mut members = Vec::with_capacity(paths.len());
     let mut offset = 0u64;

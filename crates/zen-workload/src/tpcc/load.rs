@@ -44,7 +44,8 @@ pub fn load(config: &TpccConfig, engine: &dyn Engine, threads: usize) -> Result<
             let index = (part - 1 - w) as u64;
             load_district(spec, &t, loader, &mut rng, index / DISTRICTS + 1, index % DISTRICTS + 1)
         }
-    })
+    })?;
+    meta::finish_load(engine)
 }
 
 fn put_i32(row_bytes: &mut [u8], at: usize, v: u64) {

@@ -15,8 +15,10 @@
 #   RECOVERY_TXNS  transactions run before the crash of the recovery sweep
 #             (default 200000)
 #   ONLY      sweeps to run (default "ycsb scrambled tpcc ideal recovery")
-#   POOL_SIZE pool of every bench run (default 8GiB; pages are allocated on
-#             use, so an unused pool costs nothing. mmdb's log grows by
+#   POOL_SIZE pool of every bench run (default 8GiB; a pool reserves its
+#             whole size when it is created (fallocate, issue 20), so on
+#             /dev/shm it holds 8 GiB of memory while a run lasts and its
+#             file system must have that much free. mmdb's log grows by
 #             ~0.6 GB/s on write-heavy mixes; with a pool this large it never
 #             reaches the log-pressure checkpoint (a quarter of the pool
 #             free), so throughput runs have no checkpoints, as in the paper)

@@ -53,6 +53,7 @@ pub(crate) struct Campaign<'c, S: Subject> {
     engine: Registration,
     subject: &'c S,
     pool_bytes: u64,
+    cache_bytes: u64,
     domain: PersistenceDomain,
 }
 
@@ -168,11 +169,28 @@ fn guarded<T>(context: impl Fn() -> String, f: impl FnOnce() -> T) -> Result<T, 
 
 impl<'c, S: Subject> Campaign<'c, S> {
     pub(crate) fn new(cfg: &'c CampaignConfig, engine: Registration, subject: &'c S) -> Self {
+        // Every image is a copy of the pool, and every recovery allocates
+        // the Met-Cache: both sized to the population (most of a check's
+        // time goes into them).
         let tables = subject.tables().len() as u64 + 3;
-        let pages = 48 + tables * (cfg.threads as u64 + 3);
+        let big = matches!(
+            cfg.workload,
+            super::CrashWorkload::Tpcc
+                | super::CrashWorkload::Ycsb
+                | super::CrashWorkload::SmallBank
+        );
+        let pages = if big { 48 } else { 16 } + tables * (cfg.threads as u64 + 3);
         let pages = if cfg.workload == super::CrashWorkload::Tpcc { pages + 64 } else { pages };
         let pages = cfg.tuning.pool_pages.unwrap_or(pages);
-        Campaign { cfg, engine, subject, pool_bytes: pages * PAGE_BYTES, domain: cfg.domain() }
+        let cache_bytes = cfg.tuning.cache_bytes.unwrap_or(if big { 8 << 20 } else { 1 << 20 });
+        Campaign {
+            cfg,
+            engine,
+            subject,
+            pool_bytes: pages * PAGE_BYTES,
+            cache_bytes,
+            domain: cfg.domain(),
+        }
     }
 
     fn config(&self, with_fault: bool) -> EngineConfig {
@@ -186,7 +204,7 @@ impl<'c, S: Subject> Campaign<'c, S> {
             pool_size_bytes: self.pool_bytes,
             // Loader / recorded workers / liveness and check workers.
             max_workers: self.cfg.threads + 3,
-            cache_size_bytes: 8 << 20,
+            cache_size_bytes: self.cache_bytes,
             durability: self.cfg.durability,
             recovery_threads: Some(1),
             domain: self.domain,
@@ -266,6 +284,9 @@ impl<'c, S: Subject> Campaign<'c, S> {
             engine.backend().reset_trace();
         }
         let opened = engine.as_ref();
+        // The workers start together, so their transactions interleave (a
+        // cross-worker read of a not-yet-durable version needs it).
+        let start = std::sync::Barrier::new(threads);
         let (results, concurrent) = std::thread::scope(|scope| {
             let side = scope.spawn(|| self.subject.concurrent(e));
             let handles: Vec<_> = workers
@@ -273,7 +294,9 @@ impl<'c, S: Subject> Campaign<'c, S> {
                 .zip(locals)
                 .enumerate()
                 .map(|(i, (mut w, mut local))| {
+                    let start = &start;
                     scope.spawn(move || {
+                        start.wait();
                         let mut rng = SmallRng::seed_from_u64(worker_seed(self.cfg.seed, i));
                         let mut rec = Recorded::default();
                         let mut mine = Vec::new();

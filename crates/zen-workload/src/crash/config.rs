@@ -114,6 +114,9 @@ pub struct Tuning {
     pub trace_from_open: bool,
     /// Pool size in 64 KiB pages (`None`: sized from the population).
     pub pool_pages: Option<u64>,
+    /// Met-Cache (and mmdb/wbl DRAM) budget (`None`: 8 MiB for YCSB,
+    /// SmallBank and TPC-C, 1 MiB for the small subjects).
+    pub cache_bytes: Option<u64>,
     /// Persistence-lint errors of the recorded run are violations (the
     /// bug-injection suite turns this off to show the oracle alone catches
     /// an early acknowledgement).
@@ -139,6 +142,7 @@ impl Default for Tuning {
             dram_budget_bytes: None,
             trace_from_open: false,
             pool_pages: None,
+            cache_bytes: None,
             lints_are_violations: true,
             nested_points: 4,
             nested_images: 2,

@@ -43,8 +43,9 @@ pub type State = BTreeMap<(u32, u64), i64>;
 pub const BLOB_BYTES: usize = 4096;
 /// Row bytes of `accounts` and `orders`.
 pub const ROW_BYTES: usize = 32;
-/// The key liveness transactions insert into `orders` (and up).
-pub const LIVENESS_KEY: u64 = 999;
+/// The key liveness transactions insert into `orders` (and up; above every
+/// key a script uses).
+pub const LIVENESS_KEY: u64 = 1 << 30;
 
 /// A scripted scenario. See the module docs.
 #[derive(Debug, Default)]
@@ -230,8 +231,10 @@ impl Workload for Script {
     }
 
     fn load(&self, engine: &dyn Engine, _threads: usize) -> Result<()> {
-        let ids = meta::create_tables(engine, &self.tables())?;
-        debug_assert!(ids.iter().enumerate().all(|(i, t)| t.0 == i as u32));
+        for (i, schema) in self.tables().iter().enumerate() {
+            let id = engine.create_table(schema)?;
+            assert_eq!(id, TableId(i as u32), "a script's tables are the pool's first");
+        }
         let mut loader = meta::Loader::new(engine)?;
         for k in 0..8 {
             loader.insert(TableId(0), k, &make_row(0, 100))?;

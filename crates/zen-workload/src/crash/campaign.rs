@@ -43,7 +43,7 @@ pub(crate) struct Recorded {
 
 /// How the recorded run ended.
 enum RecordOutcome {
-    Done(Trace, Recorded),
+    Done(Box<(Trace, Recorded)>),
     /// A transaction failed for good: a violation of the recorded run.
     Failed(Violation),
 }
@@ -343,7 +343,7 @@ impl<'c, S: Subject> Campaign<'c, S> {
         let pool = engine.release().ok_or("the recorded engine is still referenced")?;
         let trace = pool.backend().trace();
         pool.abandon();
-        Ok(RecordOutcome::Done(trace, recorded))
+        Ok(RecordOutcome::Done(Box::new((trace, recorded))))
     }
 
     /// One request with retries; a commit appends (cts, type, payload) to `mine`.
@@ -566,7 +566,7 @@ impl<'c, S: Subject> Campaign<'c, S> {
         let recorded = guarded(|| "recording the run".into(), || self.record())?;
         report.record_s = started.elapsed().as_secs_f64();
         let (trace, rec) = match recorded {
-            Ok(RecordOutcome::Done(t, r)) => (t, r),
+            Ok(RecordOutcome::Done(done)) => *done,
             Ok(RecordOutcome::Failed(violation)) => {
                 report.fail(Failure::of(violation));
                 return Ok(report);

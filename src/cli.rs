@@ -281,6 +281,7 @@ pub struct CheckArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CrashWorkloadKind {
     Bank,
+    ListAppend,
     Ycsb,
     Smallbank,
     Tpcc,
@@ -288,18 +289,21 @@ pub enum CrashWorkloadKind {
 
 #[derive(Debug, Args)]
 pub struct CrashTestArgs {
-    /// bank, ycsb, smallbank or tpcc (small fixed populations; see docs/testing.md).
+    /// bank, list-append, ycsb, smallbank or tpcc (small fixed populations; see docs/testing.md).
     #[arg(value_enum)]
     pub workload: CrashWorkloadKind,
-    /// Engine design (only zen so far).
+    /// Engine design: zen, mmdb or wbl (ideal persists nothing and is refused).
     #[arg(long, default_value = "zen")]
     pub engine: String,
-    /// Concurrency-control protocol (see `zen list cc`).
+    /// Concurrency-control protocol of zen (see `zen list cc`; mmdb and wbl run their own OCC).
     #[arg(long, default_value = "silo")]
     pub cc: String,
     /// Crash images: strict (Px86 under ADR), paranoid (any subset of pending stores) or eadr.
     #[arg(long, default_value = "strict")]
     pub mode: String,
+    /// Durability of the recorded run's commits: immediate or lazy (durable at the worker's next fence).
+    #[arg(long, default_value = "immediate")]
+    pub durability: String,
     /// Most crash points checked (sampled when the trace has more).
     #[arg(long, default_value_t = 200)]
     pub crash_points: u64,
@@ -324,7 +328,7 @@ pub struct CrashTestArgs {
     /// Write the failing crash image into DIR (a pool file `zen recover` opens).
     #[arg(long, value_name = "DIR")]
     pub save_failing: Option<PathBuf>,
-    /// Test-only: switch on one injected bug (zen_engine::Fault, e.g. no-fence-before-lp).
+    /// Test-only: switch on one injected bug (a zen_engine::Fault such as no-fence-before-lp, or a BaselineFault).
     #[arg(long, hide = true, value_name = "NAME")]
     pub inject_fault: Option<String>,
 }

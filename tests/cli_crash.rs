@@ -1,7 +1,8 @@
-//! `zen crash-test`: tiny campaigns of every workload pass (exit 0) and
-//! report what they covered; an injected bug is caught (exit 5) with a
-//! replay command and a saved image that `zen recover` opens; bad flags are
-//! usage errors (exit 2).
+//! `zen crash-test`: tiny campaigns of every workload on zen, mmdb and wbl
+//! pass (exit 0) and report what they covered; an injected bug is caught
+//! (exit 5) by the check meant for it, with a replay command and a saved
+//! image that `zen recover` opens; bad flags and `--engine ideal` are usage
+//! errors (exit 2).
 
 mod common;
 
@@ -36,7 +37,31 @@ fn a_tiny_bank_campaign_passes() {
     ] {
         assert!(out.contains(line), "missing `{line}` in\n{out}");
     }
-    assert!(err.contains("replay with   zen crash-test bank --cc silo --mode strict"), "{err}");
+    assert!(
+        err.contains("replay with   zen crash-test bank --engine zen --cc silo --mode strict"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_baselines_pass_tiny_lazy_campaigns_with_cross_worker_reads() {
+    for (workload, engine, mode) in
+        [("bank", "mmdb", "paranoid"), ("list-append", "wbl", "eadr"), ("tpcc", "wbl", "strict")]
+    {
+        let args = [
+            &["crash-test", workload, "--engine", engine, "--mode", mode][..],
+            &["--durability", "lazy", "--format", "json"],
+            &TINY,
+        ]
+        .concat();
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 0, "{workload} on {engine}: {out}\n{err}");
+        let report: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(report["failures"], 0, "{out}");
+        assert_eq!(report["config"]["engine"], engine);
+        assert_eq!(report["config"]["durability"], "lazy");
+        assert!(report["images"]["total"].as_u64().unwrap() >= 10, "{out}");
+    }
 }
 
 #[test]
@@ -86,7 +111,11 @@ fn an_injected_bug_exits_5_with_a_replay_command_and_the_image() {
     assert_eq!(code, 5, "{out}\n{err}");
     assert!(out.contains("VIOLATION") && out.contains("failures          1"), "{out}");
     assert!(
-        err.contains("replay: zen crash-test bank --cc silo --mode strict")
+        out.contains("VIOLATION state-mismatch: "),
+        "the oracle's atomicity check fires:\n{out}"
+    );
+    assert!(
+        err.contains("replay: zen crash-test bank --engine zen --cc silo --mode strict")
             && err.contains("--inject-fault no-fence-before-lp"),
         "{err}"
     );
@@ -106,7 +135,12 @@ fn bad_crash_test_flags_are_usage_errors() {
         (&["crash-test", "bank", "--cc", "2pl"][..], "--cc"),
         (&["crash-test", "bank", "--inject-fault", "gremlins"][..], "no-fence-before-lp"),
         (&["crash-test", "bank", "--format", "csv"][..], "csv"),
-        (&["crash-test", "bank", "--engine", "mmdb"][..], "zen engine only"),
+        (&["crash-test", "bank", "--engine", "ideal"][..], "persists nothing"),
+        (
+            &["crash-test", "bank", "--engine", "mmdb", "--inject-fault", "torn-lp-word"][..],
+            "zen engine",
+        ),
+        (&["crash-test", "bank", "--durability", "eventually"][..], "--durability"),
     ] {
         let (code, _, err) = run(args);
         assert_eq!(code, 2, "{args:?}: {err}");

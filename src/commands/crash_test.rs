@@ -1,12 +1,16 @@
-//! `zen crash-test <bank|ycsb|smallbank|tpcc>`: a crash campaign of a whole
-//! workload on the crash simulator (`zen_workload::crash`, where the oracle
-//! and the sampling are described). Prints what it covered; a violation
-//! exits 5 with the command that replays it.
+//! `zen crash-test <bank|list-append|ycsb|smallbank|tpcc> --engine
+//! <zen|mmdb|wbl>`: a crash campaign of a whole workload on the crash
+//! simulator (`zen_workload::crash`, where the oracle and the sampling are
+//! described). Prints what it covered; a violation exits 5 with the check
+//! that fired and the command that replays it; a refused configuration
+//! (e.g. `--engine ideal`) is a usage error (2); a harness failure (a
+//! panic) exits 1 and prints itself.
 
 use std::io::IsTerminal;
 
+use zen_engine::Durability;
 use zen_pmem::sim::CrashMode;
-use zen_workload::crash::{self, CampaignConfig, CrashWorkload};
+use zen_workload::crash::{self, CampaignConfig, CampaignError, CrashWorkload, InjectedFault};
 
 use crate::cli::{CrashTestArgs, CrashWorkloadKind, Format};
 use crate::error::{CliError, CliResult};
@@ -15,6 +19,7 @@ use crate::resolve;
 fn workload(kind: CrashWorkloadKind) -> CrashWorkload {
     match kind {
         CrashWorkloadKind::Bank => CrashWorkload::Bank,
+        CrashWorkloadKind::ListAppend => CrashWorkload::ListAppend,
         CrashWorkloadKind::Ycsb => CrashWorkload::Ycsb,
         CrashWorkloadKind::Smallbank => CrashWorkload::SmallBank,
         CrashWorkloadKind::Tpcc => CrashWorkload::Tpcc,
@@ -32,11 +37,16 @@ fn campaign_config(args: &CrashTestArgs) -> CliResult<CampaignConfig> {
             args.mode
         ))
     })?;
+    let durability = Durability::parse(&args.durability).ok_or_else(|| {
+        CliError::usage(format!(
+            "invalid value `{}` for --durability: lazy or immediate",
+            args.durability
+        ))
+    })?;
     let fault = match &args.inject_fault {
         None => None,
-        Some(name) => Some(crash::parse_fault(name).ok_or_else(|| {
-            let names: Vec<String> =
-                zen_engine::Fault::ALL.into_iter().map(crash::fault_name).collect();
+        Some(name) => Some(InjectedFault::parse(name).ok_or_else(|| {
+            let names: Vec<String> = InjectedFault::all().into_iter().map(|f| f.name()).collect();
             CliError::usage(format!(
                 "invalid value `{name}` for --inject-fault: one of {}",
                 names.join(", ")
@@ -48,6 +58,7 @@ fn campaign_config(args: &CrashTestArgs) -> CliResult<CampaignConfig> {
         engine: resolve::engine_kind(&args.engine)?,
         cc: resolve::cc_kind(&args.cc)?,
         mode,
+        durability,
         crash_points: args.crash_points,
         images_per_point: args.images_per_point,
         nested_depth: args.nested_depth,
@@ -56,8 +67,9 @@ fn campaign_config(args: &CrashTestArgs) -> CliResult<CampaignConfig> {
         txns: args.txns,
         fault,
         save_failing: args.save_failing.clone(),
+        tuning: crash::Tuning::default(),
     };
-    config.validate().map_err(CliError::usage)?;
+    config.validate().map_err(|e| CliError::usage(e.to_string()))?;
     Ok(config)
 }
 
@@ -75,7 +87,10 @@ pub fn crash_test(args: &CrashTestArgs) -> CliResult {
             eprintln!("  … {}/{} crash points, {} images", p.points_done, p.points_total, p.images);
         }
     })
-    .map_err(CliError::Failed)?;
+    .map_err(|e| match e {
+        CampaignError::Config(c) => CliError::usage(c.to_string()),
+        CampaignError::Harness(h) => CliError::Failed(h.to_string()),
+    })?;
     match args.format {
         Format::Json => println!(
             "{}",

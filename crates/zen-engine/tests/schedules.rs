@@ -41,6 +41,9 @@ const ITERATIONS: usize = 1000;
 const PCT_DEPTH: usize = 3;
 
 thread_local! {
+    /// The finding of the execution that failed on this OS thread (shuttle
+    /// runs a model's executions on the thread that called `run`).
+    static FOUND: std::cell::RefCell<Option<Finding>> = const { std::cell::RefCell::new(None) };
     static IN_MODEL: Cell<bool> = const { Cell::new(false) };
     /// Schedule points hit under a model on this OS thread (a report).
     static POINTS: Cell<u64> = const { Cell::new(0) };
@@ -228,18 +231,46 @@ fn execution(design: Design, race_fault: Option<RaceFault>) -> (Vec<TxnRecord>, 
     (history, lists)
 }
 
-/// The checks every execution must pass.
+/// What a check of an execution found: which checker reported what. A race
+/// counts as found only through one of these (never through another panic).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Finding {
+    /// Our dependency-graph checker named an anomaly.
+    Ours(String),
+    /// `adya` judged the history invalid.
+    Adya(Vec<String>),
+    /// The final lists are not exactly the committed appends.
+    FinalState(String),
+}
+
+impl Finding {
+    fn checker(&self) -> &'static str {
+        match self {
+            Finding::Ours(_) => "our checker",
+            Finding::Adya(_) => "adya",
+            Finding::FinalState(_) => "the final-state check",
+        }
+    }
+}
+
+/// The checks every execution must pass; the first finding otherwise.
 fn check_execution(design: Design, history: &[TxnRecord], lists: &[Vec<u32>]) {
-    let edges = match check_ours(history) {
-        Ok(edges) => edges,
-        Err(anomaly) => panic!("{}: our checker: {anomaly}\n{history:?}", name(design)),
-    };
+    if let Err(finding) = find_anomaly(history, lists) {
+        FOUND.with(|f| *f.borrow_mut() = Some(finding.clone()));
+        panic!("{}: {}: {finding:?}\n{history:?}", name(design), finding.checker());
+    }
+}
+
+fn find_anomaly(history: &[TxnRecord], lists: &[Vec<u32>]) -> Result<(), Finding> {
+    let edges = check_ours(history).map_err(Finding::Ours)?;
     // `adya` declines to judge a history without dependencies (every writer
     // aborted); ours must then have found no edge either.
     let adya = check_adya(history);
     let agree = adya.valid == adya::Valid::True
         || (edges == 0 && adya.anomaly_types == ["empty-transaction-graph"]);
-    assert!(agree, "{}: adya: {:?}\n{history:?}", name(design), adya.anomaly_types);
+    if !agree {
+        return Err(Finding::Adya(adya.anomaly_types.clone()));
+    }
     // The final lists hold exactly the committed appends.
     let mut committed: BTreeMap<u64, HashSet<u32>> = BTreeMap::new();
     for op in history.iter().filter(|t| t.committed).flat_map(|t| &t.ops) {
@@ -249,14 +280,17 @@ fn check_execution(design: Design, history: &[TxnRecord], lists: &[Vec<u32>]) {
     }
     for (k, list) in lists.iter().enumerate() {
         let got: HashSet<u32> = list.iter().copied().collect();
-        assert_eq!(got.len(), list.len(), "{}: duplicate append on key {k}", name(design));
-        assert_eq!(
-            got,
-            committed.remove(&(k as u64)).unwrap_or_default(),
-            "{}: key {k} does not hold exactly the committed appends",
-            name(design)
-        );
+        if got.len() != list.len() {
+            return Err(Finding::FinalState(format!("duplicate append on key {k}: {list:?}")));
+        }
+        let want = committed.remove(&(k as u64)).unwrap_or_default();
+        if got != want {
+            return Err(Finding::FinalState(format!(
+                "key {k} holds {got:?}, the committed appends are {want:?}"
+            )));
+        }
     }
+    Ok(())
 }
 
 /// Run the executions of `design` under `scheduler`; returns how many had
@@ -319,7 +353,9 @@ fn random_and_pct_schedules_of_every_protocol_are_serializable() {
 }
 
 /// The races the schedules found, injected back one at a time
-/// (`RaceFault`): the random scheduler must find each within its budget.
+/// (`RaceFault`): the random scheduler must find each within its budget,
+/// and "found" means a checker reported it (a [`Finding`]): any other panic
+/// (a step limit, an unrelated assertion) fails this test and prints itself.
 #[test]
 fn every_injected_race_is_found() {
     let seed = zen_pmem::sim::seed_from_env(0x5C4ED);
@@ -327,17 +363,28 @@ fn every_injected_race_is_found() {
     for race in RaceFault::ALL {
         let design = Design { engine: EngineKind::Zen, cc: race.cc(), numa: false };
         let started = std::time::Instant::now();
-        let caught = std::panic::catch_unwind(|| {
+        FOUND.with(|f| f.borrow_mut().take());
+        let outcome = std::panic::catch_unwind(|| {
             explore(design, Some(race), RandomScheduler::new_from_seed(seed, 20_000))
-        })
-        .is_err();
+        });
+        let finding = match outcome {
+            Ok(_) => None,
+            Err(panic) => match FOUND.with(|f| f.borrow_mut().take()) {
+                Some(finding) => Some(finding),
+                // Not a checker's finding: a harness failure, not a detection.
+                None => std::panic::resume_unwind(panic),
+            },
+        };
         eprintln!(
             "{race:?} on {}: {} in {:.1} s",
             name(design),
-            if caught { "found" } else { "NOT found" },
+            match &finding {
+                Some(f) => format!("found by {}: {f:?}", f.checker()),
+                None => "NOT found".into(),
+            },
             started.elapsed().as_secs_f64()
         );
-        found += usize::from(caught);
+        found += usize::from(finding.is_some());
     }
     eprintln!("{found}/{} injected races found", RaceFault::ALL.len());
     assert_eq!(found, RaceFault::ALL.len(), "an injected race went unnoticed");

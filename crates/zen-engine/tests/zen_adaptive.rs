@@ -2,16 +2,15 @@
 //! snapshots under churn and GC, GC progress around a long transaction, each
 //! trigger (α, β, γ) with its privileged transaction committing, two
 //! transactions qualifying at once, a workload that runs out of NVM without
-//! Zen+ and completes with it, and crashes during exclusive stages.
+//! Zen+ and completes with it. (Crashes during exclusive stages are
+//! `zen-workload/tests/crash_scenarios.rs::zen_crash_during_exclusive_stages_recovers`.)
 
 mod common;
-mod crash;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::*;
 use rand::{Rng, SeedableRng};
-use zen_engine::cc::{Hekaton, Mvcc};
 use zen_engine::{AbortReason, CcKind, Engine, EngineConfig, Error, TableId, TxnOptions};
 
 const ACCOUNTS: u64 = 64;
@@ -374,26 +373,4 @@ fn adaptive_thresholds_are_validated() {
         let err = config.validate().unwrap_err().to_string();
         assert!(err.contains(needle), "{err}");
     }
-}
-
-/// Crashes during exclusive stages: α so small that every read-write
-/// transaction of both workers is privileged, so each commit is followed by
-/// the privileged reclamation of every worker's garbage (floors, zeroing,
-/// page release). The oracle is the usual one (`crash/mod.rs`).
-#[test]
-fn crash_during_exclusive_stages_recovers() {
-    let mut a: Vec<crash::Step> =
-        (0..5).map(|i| vec![(0, 1, Some(i), false), (0, 2, Some(-i), false)]).collect();
-    a.push(vec![(0, 2, None, false)]);
-    a.push(vec![(0, 2, Some(9), true)]);
-    let b: Vec<crash::Step> = (0..5u64).map(|i| vec![(1, 10 + i, Some(i as i64), true)]).collect();
-    let sc = crash::Scenario {
-        workers: vec![a, b],
-        alpha: Some(1e-9),
-        strict_budget: 64,
-        paranoid_budget: 16,
-        ..crash::Scenario::one("exclusive", Vec::new())
-    };
-    crash::campaign_with::<Mvcc>(&sc).unwrap_or_else(|e| panic!("{e}"));
-    crash::campaign_with::<Hekaton>(&sc).unwrap_or_else(|e| panic!("{e}"));
 }

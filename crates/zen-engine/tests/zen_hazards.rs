@@ -1,6 +1,7 @@
 //! Hazards of DESIGN §3 that need a running engine rather than the crash
 //! simulator: out of space (7), timestamps (6), recycling under readers (4).
-//! The crash-simulator side of every hazard is in `zen_crash.rs`.
+//! The crash-simulator side of every hazard is in
+//! `zen-workload/tests/crash_scenarios.rs` (the one crash harness).
 
 mod common;
 

@@ -11,13 +11,13 @@
 //! - [`report`]: the versioned summary (JSON, text, CSV time series).
 //! - [`meta`]: what a workload stores in the pool besides its tables (its
 //!   spec and a per-worker ledger), and whole-table reads for checks.
-//! - [`crash`], [`crash_receipts`], [`crash_bank`]: crash campaigns on the
-//!   simulator (`zen crash-test`) and the receipts that tell which
+//! - [`crash`]: the crash harness (subjects, oracle, nested recovery,
+//!   report) for every engine that persists, used by `zen crash-test` and
+//!   the crash tests; [`crash_receipts`]: the receipts that tell which
 //!   transactions survived (also for `zen run --expected-state`).
 //! - [`jsonschema`]: the small validator the summary schema is tested with.
 
 pub mod crash;
-pub mod crash_bank;
 pub mod crash_receipts;
 pub mod driver;
 pub mod error;

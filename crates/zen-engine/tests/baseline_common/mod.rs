@@ -80,5 +80,3 @@ pub fn dump(engine: &dyn Engine, t: TableId) -> Vec<(u64, i64)> {
     })
     .unwrap()
 }
-
-pub mod crash;

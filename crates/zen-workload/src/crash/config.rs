@@ -1,0 +1,309 @@
+//! What defines a campaign: [`CampaignConfig`] (the flags of `zen crash-test`),
+//! [`Tuning`] (engine knobs and sizes the tests' scenarios need), the
+//! workloads and the injectable faults, and [`CampaignConfig::validate`],
+//! whose every refusal is a typed [`ConfigError`] naming the flag.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+use zen_engine::{BaselineFault, CcKind, Durability, EngineKind, Fault};
+use zen_pmem::PersistenceDomain;
+use zen_pmem::sim::CrashMode;
+
+use super::violation::ConfigError;
+
+/// Most workers of a campaign.
+pub const MAX_THREADS: usize = 4;
+
+/// The workloads a campaign runs (`Script` is the tests' scripted subject,
+/// not offered by `zen crash-test`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CrashWorkload {
+    Bank,
+    ListAppend,
+    Ycsb,
+    SmallBank,
+    Tpcc,
+    Script,
+}
+
+impl CrashWorkload {
+    /// The workloads `zen crash-test` offers.
+    pub const ALL: [CrashWorkload; 5] = [
+        CrashWorkload::Bank,
+        CrashWorkload::ListAppend,
+        CrashWorkload::Ycsb,
+        CrashWorkload::SmallBank,
+        CrashWorkload::Tpcc,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CrashWorkload::Bank => "bank",
+            CrashWorkload::ListAppend => "list-append",
+            CrashWorkload::Ycsb => "ycsb",
+            CrashWorkload::SmallBank => "smallbank",
+            CrashWorkload::Tpcc => "tpcc",
+            CrashWorkload::Script => "script",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<CrashWorkload> {
+        CrashWorkload::ALL.into_iter().find(|w| w.name() == s)
+    }
+}
+
+/// A deliberate bug switched on for the campaign (the bug-injection suite).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum InjectedFault {
+    Zen(Fault),
+    Baseline(BaselineFault),
+}
+
+impl InjectedFault {
+    /// Every injectable fault: each `Fault`, then each `BaselineFault`.
+    pub fn all() -> Vec<InjectedFault> {
+        Fault::ALL
+            .into_iter()
+            .map(InjectedFault::Zen)
+            .chain(BaselineFault::ALL.into_iter().map(InjectedFault::Baseline))
+            .collect()
+    }
+
+    /// The engine whose code the fault breaks.
+    pub fn engine(self) -> EngineKind {
+        match self {
+            InjectedFault::Zen(f) => f.engine(),
+            InjectedFault::Baseline(f) => f.engine(),
+        }
+    }
+
+    /// The name `--inject-fault` takes (`no-fence-before-lp`).
+    pub fn name(self) -> String {
+        let value = match self {
+            InjectedFault::Zen(f) => serde_json::to_value(f),
+            InjectedFault::Baseline(f) => serde_json::to_value(f),
+        };
+        value
+            .ok()
+            .and_then(|v| v.as_str().map(|s| s.replace('_', "-")))
+            .unwrap_or_else(|| format!("{self:?}"))
+    }
+
+    /// The fault named `name` (`no-fence-before-lp` or `no_fence_before_lp`).
+    pub fn parse(name: &str) -> Option<InjectedFault> {
+        let name = name.replace('_', "-");
+        InjectedFault::all().into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// Engine knobs and sizes beyond the flags (the tests' scenarios set them;
+/// `zen crash-test` uses the defaults).
+#[derive(Debug, Clone, Serialize)]
+pub struct Tuning {
+    /// Zen+ α (a tiny α makes every read-write transaction privileged).
+    pub adaptive_alpha: Option<f64>,
+    /// wbl's group-commit interval.
+    pub group_commit_interval_us: Option<u64>,
+    /// mmdb: DRAM for tuples (the rest lives in NVM as volatile memory).
+    pub dram_budget_bytes: Option<u64>,
+    /// Record from the recovery of the loaded pool on (no trace reset): for
+    /// engines that leave volatile NVM stores pending, which a reset refuses.
+    pub trace_from_open: bool,
+    /// Pool size in 64 KiB pages (`None`: sized from the population).
+    pub pool_pages: Option<u64>,
+    /// Met-Cache (and mmdb/wbl DRAM) budget (`None`: 8 MiB for YCSB,
+    /// SmallBank and TPC-C, 1 MiB for the small subjects).
+    pub cache_bytes: Option<u64>,
+    /// Persistence-lint errors of the recorded run are violations (the
+    /// bug-injection suite turns this off to show the oracle alone catches
+    /// an early acknowledgement).
+    pub lints_are_violations: bool,
+    /// Crash points per recovery that nested crashes visit.
+    pub nested_points: u64,
+    /// Images per nested crash point.
+    pub nested_images: u64,
+    /// Of every checked crash point, the first this many images are also
+    /// crashed during their own recovery (the third strict image is the
+    /// first with a line partly applied: a torn tail for recovery).
+    pub nested_images_per_point: u64,
+    /// At most this many of the checked crash points (spread evenly, the
+    /// first and the last included) get nested crashes; `None`: every one.
+    pub nested_crash_points: Option<u64>,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            adaptive_alpha: None,
+            group_commit_interval_us: None,
+            dram_budget_bytes: None,
+            trace_from_open: false,
+            pool_pages: None,
+            cache_bytes: None,
+            lints_are_violations: true,
+            nested_points: 4,
+            nested_images: 2,
+            nested_images_per_point: 1,
+            nested_crash_points: None,
+        }
+    }
+}
+
+/// Everything that defines a campaign.
+#[derive(Debug, Clone, Serialize)]
+pub struct CampaignConfig {
+    pub workload: CrashWorkload,
+    pub engine: EngineKind,
+    /// Zen's protocol (the baselines run their own OCC and ignore it).
+    pub cc: CcKind,
+    pub mode: CrashMode,
+    /// Durability of the recorded run's writing transactions.
+    pub durability: Durability,
+    /// Most crash points checked (sampled as the module docs say).
+    pub crash_points: u64,
+    /// Most images per crash point (exhaustive when the point has no more).
+    pub images_per_point: u64,
+    /// Levels of crashes during recovery (0 = none).
+    pub nested_depth: u32,
+    pub seed: u64,
+    /// Workers of the recorded run (1..=4).
+    pub threads: usize,
+    /// Requests each worker runs in the recorded run (scripts: ignored).
+    pub txns: u64,
+    /// An injected bug (the bug-injection suite), `None` for real campaigns.
+    pub fault: Option<InjectedFault>,
+    /// Directory the failing image is written to.
+    pub save_failing: Option<PathBuf>,
+    pub tuning: Tuning,
+}
+
+impl Default for CampaignConfig {
+    fn default() -> Self {
+        CampaignConfig {
+            workload: CrashWorkload::Bank,
+            engine: EngineKind::Zen,
+            cc: CcKind::Silo,
+            mode: CrashMode::Strict,
+            durability: Durability::Immediate,
+            crash_points: 200,
+            images_per_point: 16,
+            nested_depth: 1,
+            seed: 0x5EED,
+            threads: 2,
+            txns: 8,
+            fault: None,
+            save_failing: None,
+            tuning: Tuning::default(),
+        }
+    }
+}
+
+fn out_of_range(flag: &'static str, value: impl ToString, allowed: &str) -> ConfigError {
+    ConfigError::OutOfRange { flag, value: value.to_string(), allowed: allowed.into() }
+}
+
+impl CampaignConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !matches!(self.engine, EngineKind::Zen | EngineKind::Mmdb | EngineKind::Wbl) {
+            return Err(ConfigError::EngineNotCrashCheckable { engine: self.engine.name() });
+        }
+        if let Some(f) = self.fault
+            && f.engine() != self.engine
+        {
+            return Err(ConfigError::FaultOfOtherEngine {
+                fault: f.name(),
+                fault_engine: f.engine().name(),
+                engine: self.engine.name(),
+            });
+        }
+        if !(1..=MAX_THREADS).contains(&self.threads) {
+            return Err(out_of_range("--threads", self.threads, "1..=4"));
+        }
+        if self.txns == 0 || self.txns > 100_000 {
+            return Err(out_of_range("--txns", self.txns, "1..=100000"));
+        }
+        if self.crash_points == 0 {
+            return Err(out_of_range("--crash-points", 0, "at least 1"));
+        }
+        if self.images_per_point == 0 {
+            return Err(out_of_range("--images-per-point", 0, "at least 1"));
+        }
+        if self.nested_depth > 4 {
+            return Err(out_of_range("--nested-depth", self.nested_depth, "0..=4"));
+        }
+        Ok(())
+    }
+
+    /// The flags that replay this campaign (after `zen crash-test`).
+    pub fn replay_args(&self) -> String {
+        let mut s = format!(
+            "{} --engine {} --cc {} --mode {} --durability {} --crash-points {} --images-per-point {} --nested-depth {} --seed {} --threads {} --txns {}",
+            self.workload.name(),
+            self.engine.name(),
+            self.cc.name(),
+            self.mode.name(),
+            self.durability.name(),
+            self.crash_points,
+            self.images_per_point,
+            self.nested_depth,
+            self.seed,
+            self.threads,
+            self.txns
+        );
+        if let Some(f) = self.fault {
+            s.push_str(&format!(" --inject-fault {}", f.name()));
+        }
+        s
+    }
+
+    /// "zen/silo", "mmdb".
+    pub fn design(&self) -> String {
+        match self.engine {
+            EngineKind::Zen => format!("zen/{}", self.cc.name()),
+            other => other.name().to_string(),
+        }
+    }
+
+    pub(crate) fn domain(&self) -> PersistenceDomain {
+        match self.mode {
+            CrashMode::Eadr => PersistenceDomain::Eadr,
+            CrashMode::Strict | CrashMode::Paranoid => PersistenceDomain::Adr,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_names_round_trip() {
+        for f in InjectedFault::all() {
+            assert_eq!(InjectedFault::parse(&f.name()), Some(f));
+        }
+        assert_eq!(
+            InjectedFault::parse("no_fence_before_lp"),
+            Some(InjectedFault::Zen(Fault::NoFenceBeforeLp))
+        );
+        assert_eq!(
+            InjectedFault::parse("wal-ack-before-flush"),
+            Some(InjectedFault::Baseline(BaselineFault::WalAckBeforeFlush))
+        );
+        assert_eq!(InjectedFault::parse("nonsense"), None);
+    }
+
+    #[test]
+    fn ideal_and_foreign_faults_are_refused_with_a_typed_reason() {
+        let ideal = CampaignConfig { engine: EngineKind::Ideal, ..CampaignConfig::default() };
+        assert_eq!(ideal.validate(), Err(ConfigError::EngineNotCrashCheckable { engine: "ideal" }));
+        let foreign = CampaignConfig {
+            engine: EngineKind::Mmdb,
+            fault: Some(InjectedFault::Zen(Fault::TornLpWord)),
+            ..CampaignConfig::default()
+        };
+        assert!(matches!(foreign.validate(), Err(ConfigError::FaultOfOtherEngine { .. })));
+    }
+}

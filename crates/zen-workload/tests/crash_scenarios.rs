@@ -54,7 +54,7 @@ fn zen_hazard_torn_header_on_slot_reuse() {
     // written must never show a new key with an old committed timestamp.
     let steps: Vec<Step> =
         (0..12).map(|i| vec![(0, 1, Some(i), false), (0, 2, Some(i), false)]).collect();
-    zen(&Script::one("torn-header", steps), Budgets { paranoid: 64, ..Budgets::DEFAULT });
+    zen(&Script::one("torn-header", steps), Budgets { paranoid: 32, ..Budgets::DEFAULT });
 }
 
 #[test]
@@ -207,7 +207,7 @@ fn blobs_warm() -> Vec<Step> {
     vec![(0..4).map(|k| (2, k, Some(k as i64), true)).collect()]
 }
 
-const BASELINE: Budgets = Budgets { strict: 128, paranoid: 12, eadr: 8 };
+const BASELINE: Budgets = Budgets { strict: 64, paranoid: 12, eadr: 4 };
 
 fn baseline(
     engine: EngineKind,

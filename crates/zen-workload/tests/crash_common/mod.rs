@@ -52,7 +52,7 @@ pub struct Budgets {
 impl Budgets {
     /// Strict images are exhaustive within the budget (most points of the
     /// scenarios have fewer); paranoid and eADR images are sampled.
-    pub const DEFAULT: Budgets = Budgets { strict: 64, paranoid: 32, eadr: 8 };
+    pub const DEFAULT: Budgets = Budgets { strict: 64, paranoid: 16, eadr: 4 };
 
     pub fn of(self, mode: CrashMode) -> u64 {
         match mode {

@@ -226,6 +226,15 @@ pub fn run_benchmark<W: Workload>(
         let p = n.partitioner.as_ref()?;
         Some(Router::new(p, config.threads.min(n.layout.workers)))
     });
+    // The clock and the counters of the measured interval start before any
+    // worker does: without a warmup the workers measure from their first
+    // transaction, and a short run can finish before the coordinator runs.
+    let start = Start {
+        at: Instant::now(),
+        nvm: engine.pmem_counters(),
+        numa: engine.numa_stats().map(|s| s.total).unwrap_or_default(),
+        adaptive: engine.adaptive_stats(),
+    };
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..config.threads)
             .map(|i| {
@@ -234,7 +243,7 @@ pub fn run_benchmark<W: Workload>(
                 scope.spawn(move || worker_main(engine, workload, config, shared, router, i))
             })
             .collect();
-        let timing = coordinate(engine, config, &shared, &handles, progress);
+        let timing = coordinate(engine, config, &shared, &handles, start, progress);
         let mut merged = WorkerStats::new(workload.txn_types().len());
         let mut first_error = None;
         for (i, handle) in handles.into_iter().enumerate() {
@@ -290,21 +299,30 @@ struct Timing {
     samples: Vec<IntervalSample>,
 }
 
+/// When the run started, and the engine's counters then.
+struct Start {
+    at: Instant,
+    nvm: CounterSnapshot,
+    numa: NumaCounters,
+    adaptive: Option<AdaptiveStats>,
+}
+
 /// The coordinator: phases, sampling, stopping. Returns when workers should stop.
 fn coordinate<T>(
     engine: &dyn Engine,
     config: &DriverConfig,
     shared: &Shared,
     handles: &[std::thread::ScopedJoinHandle<'_, T>],
+    start: Start,
     progress: &mut dyn FnMut(&IntervalSample),
 ) -> Timing {
-    let started = Instant::now();
+    let started = start.at;
     let mut sampler = Sampler::new(engine, shared, started);
     let mut measure_start = if config.warmup.is_zero() { Some(started) } else { None };
-    let mut nvm_start = engine.pmem_counters();
+    let mut nvm_start = start.nvm;
     let numa_total = || engine.numa_stats().map(|s| s.total).unwrap_or_default();
-    let mut numa_start = numa_total();
-    let mut adaptive_start = engine.adaptive_stats();
+    let mut numa_start = start.numa;
+    let mut adaptive_start = start.adaptive;
     let tick = Duration::from_millis(20).min(config.interval);
     loop {
         std::thread::sleep(tick);

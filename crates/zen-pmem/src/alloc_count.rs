@@ -33,23 +33,27 @@ fn count() {
 // never allocates.
 // SAFETY: every method forwards to `System` with the caller's arguments unchanged.
 unsafe impl GlobalAlloc for CountingAllocator {
+    // SAFETY: callers uphold `GlobalAlloc::alloc`'s contract; it is forwarded unchanged.
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count();
         // SAFETY: the caller's contract for `alloc` is passed on as is.
         unsafe { System.alloc(layout) }
     }
 
+    // SAFETY: as `alloc`.
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         count();
         // SAFETY: as `alloc`.
         unsafe { System.alloc_zeroed(layout) }
     }
 
+    // SAFETY: callers uphold `GlobalAlloc::dealloc`'s contract; it is forwarded unchanged.
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: `ptr` came from this allocator, i.e. from `System`.
         unsafe { System.dealloc(ptr, layout) }
     }
 
+    // SAFETY: callers uphold `GlobalAlloc::realloc`'s contract; it is forwarded unchanged.
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count();
         // SAFETY: `ptr` came from `System` with `layout`; the caller's

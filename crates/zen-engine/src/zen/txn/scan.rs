@@ -27,23 +27,20 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         let t = self.table(table)?;
         let (low, high) = (*range.start(), *range.end());
         crate::index::check_range(&t.schema.name, low, high)?;
-        if self.snapshot.is_some() {
-            return self.scan_snapshot(t, low, high, limit, f);
-        }
-        if let Some(ts) = self.txn_ts.filter(|_| P::MULTI_VERSION) {
-            // Before reading: an older inserter either sees this and aborts,
-            // or its locked entry is already in the index and we wait for it.
-            t.raise_scan_rts(low, high, ts);
-        }
         // The worker's row buffer (only commit and update use it, never a
         // scan's reads): no allocation per scan.
         let mut row = std::mem::take(&mut self.row_buf);
         row.resize(t.row_bytes, 0);
-        let scanned = self.scan_into(t, low, high, limit, f, &mut row);
+        let scanned = if self.snapshot.is_some() {
+            self.scan_snapshot(t, low, high, limit, f, &mut row)
+        } else {
+            self.scan_into(t, low, high, limit, f, &mut row)
+        };
         self.row_buf = row;
         scanned
     }
 
+    /// A scan of the current versions (read set and phantom check).
     fn scan_into(
         &mut self,
         t: &Table,
@@ -53,6 +50,11 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         f: &mut dyn FnMut(u64, &[u8]) -> bool,
         row: &mut [u8],
     ) -> Result<usize> {
+        if let Some(ts) = self.txn_ts.filter(|_| P::MULTI_VERSION) {
+            // Before reading: an older inserter either sees this and aborts,
+            // or its locked entry is already in the index and we wait for it.
+            t.raise_scan_rts(low, high, ts);
+        }
         let rids_at = self.scan_rids.len();
         let mut visited = 0;
         let mut last = high;
@@ -86,14 +88,14 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         high: u64,
         limit: usize,
         f: &mut dyn FnMut(u64, &[u8]) -> bool,
+        row: &mut [u8],
     ) -> Result<usize> {
-        let mut row = vec![0u8; t.row_bytes];
         let mut visited = 0;
         for (key, rid) in t.index.range(low..=high) {
             self.safe_point(t)?;
-            if self.read_snapshot(t, rid, &mut row)? {
+            if self.read_snapshot(t, rid, row)? {
                 visited += 1;
-                if !f(key, &row) || visited >= limit {
+                if !f(key, row) || visited >= limit {
                     break;
                 }
             }

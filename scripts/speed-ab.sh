@@ -11,8 +11,10 @@
 # (default 5s), ONLY (a glob of configuration names, e.g. 'tpcc-*'), SET
 # (speed or durability, below).
 #
-# Every run holds the shared benchmark lock (/tmp/zen-bench.lock, `flock`),
-# so runs of several people or helpers never overlap, and records the CPU
+# Every run holds the gate (/tmp/zen-gate.lock) and then the exclusive side of
+# the shared benchmark lock (/tmp/zen-bench.lock, `flock`), so runs of several
+# people or helpers never overlap, builds wrapped in the shared side of that
+# lock (as /work/bin/zbuild does) finish first and new ones wait, and records the CPU
 # time that other processes used during it (from /proc/stat, in cores);
 # the summary flags cells where that exceeded 0.15 cores. Do not build
 # while it runs.
@@ -93,6 +95,8 @@ run_one() { # side binary args...
   local side=$1 bin=$2; shift 2
   local log
   log=$(mktemp)
+  exec 8>/tmp/zen-gate.lock
+  flock 8
   exec 9>/tmp/zen-bench.lock
   flock 9
   local t0 s0 t1 s1 self
@@ -100,6 +104,7 @@ run_one() { # side binary args...
   /usr/bin/time -f "%U %S" -o "$log.time" "$bin" bench "$@" --duration "$DURATION" > "$log" 2>&1
   t1=$(busy); s1=$(date +%s.%N)
   flock -u 9
+  flock -u 8
   self=$(awk '{print $1+$2}' "$log.time")
   python3 -c "import os; hz=os.sysconf('SC_CLK_TCK'); print(round((($t1-$t0)/hz-$self)/($s1-$s0),3))" > "$log.other"
   local tps allocs

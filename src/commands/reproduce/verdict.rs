@@ -232,7 +232,7 @@ pub fn figure_section(r: &Results, svg: Option<&str>) -> (String, Verdict) {
     let _ = writeln!(s, "## {} {} — {} (`{}`)\n", paper_name(&f.paper), f.figure, f.title, f.id);
     let _ = writeln!(
         s,
-        "Source: {}. Scale `{}`, {} repetitions.",
+        "Source: {}. Scale `{}`, repetitions: {}.",
         f.source, r.scale, f.scale[&r.scale].reps
     );
     if let Some(n) = &f.notes {

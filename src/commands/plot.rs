@@ -235,8 +235,11 @@ fn lines(
         .iter()
         .filter_map(|p| ctx.f.x.points.iter().find(|q| &q.label == p).and_then(|q| q.value))
         .collect();
-    let xmin = xs.iter().copied().fold(f64::MAX, f64::min);
-    let xmax = xs.iter().copied().fold(f64::MIN, f64::max);
+    let (xmin, xmax) =
+        match (xs.iter().copied().reduce(f64::min), xs.iter().copied().reduce(f64::max)) {
+            (Some(a), Some(b)) => (a, b),
+            _ => (1.0, 10.0),
+        };
     let (x0, x1) = if ctx.f.x.log {
         (xmin / 1.5, xmax * 1.5)
     } else {

@@ -42,6 +42,10 @@ pub enum Command {
     /// Run a workload on the crash simulator, crash it before fences, recover
     /// every crash image and check the post-crash oracle (exit 5 on a violation).
     CrashTest(CrashTestArgs),
+    /// Run paper figures (figures/*.toml) and compare with the paper: results, SVGs, report.md.
+    Reproduce(ReproduceArgs),
+    /// Draw a figure from `zen reproduce` results files into an SVG.
+    Plot(PlotArgs),
 }
 
 /// The benchmark workloads.
@@ -373,4 +377,50 @@ pub struct ListArgs {
     /// engines, cc or workloads.
     #[arg(value_enum)]
     pub what: ListWhat,
+}
+
+#[derive(Debug, Args)]
+pub struct ReproduceArgs {
+    /// A figure id (see --list), several separated by commas, or `all`.
+    pub figure: Option<String>,
+    /// List every figure, its engines and whether it can run here.
+    #[arg(long)]
+    pub list: bool,
+    /// Scale preset: tiny (seconds, for tests), small (this machine, minutes) or paper.
+    #[arg(long, default_value = "small")]
+    pub scale: String,
+    /// Result directory: DIR/<figure>/results.json, runs/, <figure>.svg, and DIR/report.md.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Continue (or add figures to) a result directory of the same scale; finished runs are kept.
+    #[arg(long)]
+    pub resume: bool,
+    /// Directory of the figure files (default: ./figures, else the source tree's).
+    #[arg(long, value_name = "DIR")]
+    pub figures: Option<PathBuf>,
+    /// Seed of repetition r is SEED + r, the same for every run of that repetition.
+    #[arg(long, default_value_t = 20261126)]
+    pub seed: u64,
+    /// A run while other processes used more CPU than this (in cores) is contended.
+    #[arg(long, default_value_t = 0.15)]
+    pub max_other_load: f64,
+    /// Extra tries of a contended run (it is kept, flagged, after the last).
+    #[arg(long, default_value_t = 2)]
+    pub retries: u32,
+    /// Hold an exclusive lock on FILE around every run (repeat for several, taken in order).
+    #[arg(long, value_name = "FILE")]
+    pub lock: Vec<PathBuf>,
+    /// Kill a run after this many seconds.
+    #[arg(long, default_value_t = 900)]
+    pub run_timeout: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// results.json files of one figure (written by `zen reproduce`).
+    #[arg(required = true)]
+    pub results: Vec<PathBuf>,
+    /// The SVG file to write.
+    #[arg(long, value_name = "FILE.svg")]
+    pub out: PathBuf,
 }

@@ -35,6 +35,8 @@ fn dispatch(cli: &Cli) -> CliResult {
         Command::Inspect(args) => commands::inspect::inspect(args),
         Command::List(args) => commands::list::list(args),
         Command::CrashTest(args) => commands::crash_test::crash_test(args),
+        Command::Reproduce(args) => commands::reproduce::reproduce(args),
+        Command::Plot(args) => commands::plot::plot(&args.results, &args.out),
     }
 }
 

@@ -28,8 +28,12 @@ fn config(dir: &Path, create: bool, threads: Option<usize>) -> EngineConfig {
     EngineConfig { recovery_threads: threads, ..fs_config(dir, create, CcKind::Silo) }
 }
 
+/// Rows (key, value) of `accounts` and `grouped`, and the keys of each group
+/// in the secondary index.
+type State = (Vec<(u64, i64)>, Vec<(u64, i64)>, Vec<Vec<u64>>);
+
 /// Every row of both tables and every (group → keys) of the secondary index.
-fn state(engine: &dyn Engine) -> (Vec<(u64, i64)>, Vec<(u64, i64)>, Vec<Vec<u64>>) {
+fn state(engine: &dyn Engine) -> State {
     let a = engine.table_id("accounts").unwrap();
     let g = engine.table_id("grouped").unwrap();
     let mut w = engine.worker().unwrap();

@@ -323,6 +323,9 @@ pub struct CrashTestArgs {
     /// Workers of the recorded run (1..=4; with one, a seed replays the same requests).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
+    /// Threads of every recovery of the campaign, nested ones included (1..=8).
+    #[arg(long, default_value_t = 1)]
+    pub recovery_threads: usize,
     /// Requests per worker in the recorded run.
     #[arg(long, default_value_t = 8)]
     pub txns: u64,
@@ -354,6 +357,9 @@ pub struct PoolArgs {
     /// Concurrency-control protocol to open it with.
     #[arg(long, default_value = "silo")]
     pub cc: String,
+    /// Threads of the recovery that opening runs (default: one per CPU).
+    #[arg(long)]
+    pub recovery_threads: Option<usize>,
     /// Output: text or json.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -116,6 +116,41 @@ fn zen_crash_with_two_workers() {
     zen(&script, Budgets { strict: 64, paranoid: 16, eadr: 8 });
 }
 
+/// Parallel recovery crashed at its own fences. The scenarios above recover
+/// with 1, 2 or 4 threads (`crash_common::recovery_threads`), but only their
+/// Silo and MVCC strict campaigns crash recoveries, with 1 and 2 threads.
+/// Here two workers' versions, tombstones and reused slots are recovered by
+/// 4 threads (each with a page or two), and every checked crash point's
+/// recovery is crashed at 6 of its fences, two levels deep.
+#[test]
+fn zen_recovery_on_four_threads_is_idempotent_under_nested_crashes() {
+    let worker = |base: u64| -> Vec<Step> {
+        let mut steps: Vec<Step> = (0..5)
+            .map(|i| {
+                vec![(0, base, Some(i), false), (1, 500 + base * 10 + i as u64, Some(i), true)]
+            })
+            .collect();
+        steps.push(vec![(0, base, None, false), (1, 500 + base * 10, None, false)]);
+        steps.push(vec![(0, base, Some(9), true)]);
+        steps
+    };
+    let script = Script {
+        workers: vec![worker(1), worker(2)],
+        ..Script::one("four-recovery-threads", vec![])
+    };
+    for cc in [CcKind::Silo, CcKind::Mvcc] {
+        let mut cfg = script_config(EngineKind::Zen, cc, zen_pmem::sim::CrashMode::Strict, 16);
+        cfg.threads = 2;
+        cfg.recovery_threads = 4;
+        cfg.tuning.pool_pages = Some(32);
+        cfg.tuning.nested_crash_points = Some(4);
+        cfg.tuning.nested_points = 6;
+        let report = run_script(&cfg, &script);
+        assert!(report.passed(), "{}", report.render_text());
+        assert!(report.nested.recoveries >= 24, "{}", report.render_text());
+    }
+}
+
 /// Catalog rewrites while transactions run: a thread creates tables (each
 /// a copy-on-write catalog page, a root switch and the old page's release)
 /// while a worker commits transactions. Every crash image must recover to

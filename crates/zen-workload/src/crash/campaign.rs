@@ -206,7 +206,7 @@ impl<'c, S: Subject> Campaign<'c, S> {
             max_workers: self.cfg.threads + 3,
             cache_size_bytes: self.cache_bytes,
             durability: self.cfg.durability,
-            recovery_threads: Some(1),
+            recovery_threads: Some(self.cfg.recovery_threads),
             domain: self.domain,
             fault: match fault {
                 Some(InjectedFault::Zen(f)) => Some(f),

@@ -19,12 +19,14 @@
 //!             the ring (LogWindowOverflow: a typed, non-retryable abort)
 //!   persist   the record into the ring, sealed (the seal is the commit
 //!             mark). ADR: flush it, ONE fence, acknowledge. eADR: nothing
-//!             to flush (the Inp variants write it back as a hint),
-//!             acknowledge; the record stays in the cache
+//!             to flush (the Inp variants write it back as a hint); the
+//!             record stays in the cache
 //!   install   each row written in place, slot header [key, cts] with it;
 //!             the core releases each TID as it goes
-//!   leave     `sfence`, then the hinted flush: `clwb` of the contiguous
-//!             lines of each written tuple, except hot ones (eADR only)
+//!   leave     `sfence` (eADR: acknowledge now; a store is in the
+//!             persistent cache once a fence drained the store buffer), then
+//!             the hinted flush: `clwb` of the contiguous lines of each
+//!             written tuple, except hot ones (eADR only)
 //! ```
 //! Every commit is durable when it returns (`Durability::Lazy` changes
 //! nothing: the in-place writes may not start before the record is
@@ -470,18 +472,18 @@ impl<B: PmemBackend> Store for FalconStore<B> {
             if store.variant.flushes_log() {
                 p.flush_hint(base + at, len);
             }
-            // The in-place writes of the previous commit are visible, so
-            // durable, before this record.
-            window.durable_seq = seq - 1;
-        } else {
-            if store.fault != Some(BaselineFault::FalconRecordUnflushed) {
-                p.flush(base + at, len);
-            }
-            p.fence();
-            // This fence also drained the previous commit's write-backs.
-            window.pending = None;
-            window.durable_seq = seq - 1;
+            // Acknowledged after Alg. 1's fence (`leave_commit`): until a
+            // fence drains the store buffer, the record is not in the
+            // (persistent) cache yet.
+            return;
         }
+        if store.fault != Some(BaselineFault::FalconRecordUnflushed) {
+            p.flush(base + at, len);
+        }
+        p.fence();
+        // This fence also drained the previous commit's write-backs.
+        window.pending = None;
+        window.durable_seq = seq - 1;
         p.marker(Marker::Ack { txn: cts });
     }
 
@@ -519,24 +521,12 @@ impl<B: PmemBackend> Store for FalconStore<B> {
         let store = &core.store;
         let p = store.pool.persister(worker_thread(local.worker));
         let mut window = store.windows[local.worker].lock();
-        if store.fault == Some(BaselineFault::FalconSealAfterInstall) {
-            let (at, end) = window.current;
-            let seal_at = window.base + end - layout::SEAL_BYTES as u64;
-            let seal_word = &local.record[local.record.len() - layout::SEAL_BYTES..];
-            p.write(seal_at, seal_word);
-            p.flush(window.base + at, end - at);
-            p.fence();
-            p.marker(Marker::Ack { txn: cts });
-        }
         // Alg. 1 line 7: the updated tuples are in the (persistent) cache.
         p.fence();
         let policy = store.data_flush();
         for &(slot, bytes) in &local.written {
             let flush = match policy {
-                DataFlush::All => {
-                    local.hot.touch(slot);
-                    true
-                }
+                DataFlush::All => true,
                 DataFlush::Selective => !local.hot.touch(slot),
                 DataFlush::None => false,
             };
@@ -546,8 +536,22 @@ impl<B: PmemBackend> Store for FalconStore<B> {
             if store.eadr { p.flush_hint(slot, bytes) } else { p.flush(slot, bytes) }
         }
         local.written.clear();
+        if store.fault == Some(BaselineFault::FalconSealAfterInstall) {
+            // Injected bug (see `persist`): the commit mark only now.
+            let (at, end) = window.current;
+            let seal_at = window.base + end - layout::SEAL_BYTES as u64;
+            let seal_word = &local.record[local.record.len() - layout::SEAL_BYTES..];
+            p.write(seal_at, seal_word);
+            p.flush(window.base + at, end - at);
+            p.fence();
+            p.marker(Marker::Ack { txn: cts });
+        }
         if store.eadr {
+            // Record and in-place writes are in the persistent cache.
             window.durable_seq = window.seq - 1;
+            if store.fault != Some(BaselineFault::FalconSealAfterInstall) {
+                p.marker(Marker::Ack { txn: cts });
+            }
         } else {
             window.pending = Some(window.current);
         }

@@ -127,6 +127,15 @@ pub struct EngineArgs {
     /// Zen+ γ: a transaction whose retries wasted more tuple accesses than this becomes privileged (default 16000000).
     #[arg(long)]
     pub gamma: Option<u64>,
+    /// falcon: design variant (Falcon's ablations): falcon (default), no-flush, all-flush, small-log-window, hot-tracking, inp, inp-no-flush. no-flush, hot-tracking and inp-no-flush need --persistence-domain eadr.
+    #[arg(long)]
+    pub falcon_variant: Option<String>,
+    /// falcon: bytes of each worker's small log window, e.g. 64KiB (default; at most a pool page).
+    #[arg(long)]
+    pub falcon_window: Option<String>,
+    /// falcon: tuples in each worker's hot-tuple LRU (default 256; 0 = none hot).
+    #[arg(long)]
+    pub falcon_hot_tuples: Option<usize>,
 }
 
 /// How the driver runs and reports.

@@ -56,6 +56,26 @@ pub fn banner(
             engine.adaptive_gamma_tuples
         );
     }
+    if engine.engine == zen_engine::EngineKind::Falcon {
+        let hot = if engine.domain == zen_pmem::PersistenceDomain::Eadr {
+            format!("{} hot tuples", engine.falcon_hot_tuples)
+        } else {
+            "ADR: every write-back issued, hot tracking off".to_string()
+        };
+        eprintln!(
+            "  falcon        {} · window {} · {hot}",
+            engine.falcon_variant.name(),
+            bytes(engine.falcon_window_bytes)
+        );
+        if engine.domain == zen_pmem::PersistenceDomain::Eadr
+            && matches!(engine.pmem, zen_pmem::BackendKind::Fs | zen_pmem::BackendKind::Dram)
+        {
+            eprintln!(
+                "  note          eadr on --pmem {}: flushes the engine skips are modelled (counted as not issued); the medium is DRAM, so no timing effect of persistent caches is measured",
+                engine.pmem.name()
+            );
+        }
+    }
     if let Some(d) = driver {
         let stop = match d.stop {
             Stop::Duration(t) => format!("{:.1} s", t.as_secs_f64()),

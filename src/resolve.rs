@@ -155,6 +155,23 @@ pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<Eng
         other => return Err(bad("--adaptive", other, "on or off")),
     };
     let defaults = EngineConfig::default();
+    let falcon_variant = match &args.falcon_variant {
+        Some(v) => zen_engine::FalconVariant::parse(v).ok_or_else(|| {
+            bad(
+                "--falcon-variant",
+                v,
+                &format!(
+                    "one of {}",
+                    names(&zen_engine::FalconVariant::ALL, zen_engine::FalconVariant::name)
+                ),
+            )
+        })?,
+        None => defaults.falcon_variant,
+    };
+    let falcon_window_bytes = match &args.falcon_window {
+        Some(s) => parse_size("--falcon-window", s)?,
+        None => defaults.falcon_window_bytes,
+    };
     let config = EngineConfig {
         engine: engine_kind(&args.engine)?,
         cc: cc_kind(&args.cc)?,
@@ -176,6 +193,9 @@ pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<Eng
         adaptive_alpha: args.alpha.unwrap_or(defaults.adaptive_alpha),
         adaptive_beta: args.beta.unwrap_or(defaults.adaptive_beta),
         adaptive_gamma_tuples: args.gamma.unwrap_or(defaults.adaptive_gamma_tuples),
+        falcon_variant,
+        falcon_window_bytes,
+        falcon_hot_tuples: args.falcon_hot_tuples.unwrap_or(defaults.falcon_hot_tuples),
         ..defaults.clone()
     };
     config.validate()?;

@@ -140,6 +140,9 @@ fn pool_engine_config(p: &PoolArgs, command: &str) -> CliResult<EngineConfig> {
         alpha: None,
         beta: None,
         gamma: None,
+        falcon_variant: None,
+        falcon_window: None,
+        falcon_hot_tuples: None,
     };
     let request =
         EngineRequest { pool: Some(p.pool.clone()), create: false, threads: 1, data_bytes: 0 };

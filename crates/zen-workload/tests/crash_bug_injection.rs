@@ -1,5 +1,5 @@
 //! The bug-injection suite (VERIFICATION.md §1): every `Fault` (Zen) and
-//! every `BaselineFault` (mmdb, wbl) breaks the persistence protocol in one
+//! every `BaselineFault` (mmdb, wbl, falcon) breaks the persistence protocol in one
 //! known way, and the check meant for it must report it: a typed
 //! [`Check`] from the one harness (`zen_workload::crash`), never "some
 //! panic" (a panic is a harness failure and fails this test). Prints
@@ -126,14 +126,27 @@ fn zen_case(fault: Fault) -> Case {
 
 fn baseline_case(fault: BaselineFault) -> Case {
     let steps = single().workers.remove(0);
-    Case {
+    let case = Case {
         fault: InjectedFault::Baseline(fault),
         script: Script { blobs: true, ..Script::one("bug", steps) },
         modes: vec![(CrashMode::Strict, 64)],
-        // Both acknowledge before the commit is durable.
+        // mmdb, wbl and falcon's unflushed record acknowledge before the
+        // commit is durable.
         intended: Check::AckedLost,
         lint: Some(LintKind::AckedWithPending),
         nested_everywhere: false,
+    };
+    match fault {
+        // falcon's commit mark after the in-place writes: tuples can reach
+        // NVM without it, in every mode (a torn transaction; eADR too,
+        // where the stores persist in program order).
+        BaselineFault::FalconSealAfterInstall => Case {
+            modes: vec![(CrashMode::Strict, 64), (CrashMode::Eadr, 16)],
+            intended: Check::StateMismatch,
+            lint: None,
+            ..case
+        },
+        _ => case,
     }
 }
 

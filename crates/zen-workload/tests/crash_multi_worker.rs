@@ -1,5 +1,5 @@
 //! Multi-worker crash campaigns with cross-worker reads, for every design
-//! that persists: Zen with each of the ten protocols, mmdb and wbl; each in
+//! that persists: Zen with each of the ten protocols, mmdb, wbl and falcon; each in
 //! strict, paranoid and eADR modes (the one harness, `zen_workload::crash`).
 //!
 //! Per design:
@@ -110,4 +110,9 @@ fn mmdb() {
 #[test]
 fn wbl() {
     design(EngineKind::Wbl, CcKind::Silo, 3);
+}
+
+#[test]
+fn falcon() {
+    design(EngineKind::Falcon, CcKind::Silo, 2);
 }

@@ -226,6 +226,12 @@ impl<'c, S: Subject> Campaign<'c, S> {
         if let Some(us) = t.group_commit_interval_us {
             c.group_commit_interval_us = us;
         }
+        if let Some(bytes) = t.falcon_window_bytes {
+            c.falcon_window_bytes = bytes;
+        }
+        if let Some(variant) = t.falcon_variant {
+            c.falcon_variant = variant;
+        }
         c
     }
 

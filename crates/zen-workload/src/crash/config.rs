@@ -134,6 +134,12 @@ pub struct Tuning {
     /// At most this many of the checked crash points (spread evenly, the
     /// first and the last included) get nested crashes; `None`: every one.
     pub nested_crash_points: Option<u64>,
+    /// falcon: bytes of each worker's log window (`None`: the engine's
+    /// default, 64 KiB less the page header here; small windows make the
+    /// scenarios wrap the ring and overwrite old records).
+    pub falcon_window_bytes: Option<u64>,
+    /// falcon: the design variant (`None`: the full design).
+    pub falcon_variant: Option<zen_engine::FalconVariant>,
 }
 
 impl Default for Tuning {
@@ -150,6 +156,8 @@ impl Default for Tuning {
             nested_images: 2,
             nested_images_per_point: 1,
             nested_crash_points: None,
+            falcon_window_bytes: None,
+            falcon_variant: None,
         }
     }
 }
@@ -213,7 +221,10 @@ fn out_of_range(flag: &'static str, value: impl ToString, allowed: &str) -> Conf
 
 impl CampaignConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if !matches!(self.engine, EngineKind::Zen | EngineKind::Mmdb | EngineKind::Wbl) {
+        if !matches!(
+            self.engine,
+            EngineKind::Zen | EngineKind::Mmdb | EngineKind::Wbl | EngineKind::Falcon
+        ) {
             return Err(ConfigError::EngineNotCrashCheckable { engine: self.engine.name() });
         }
         if let Some(f) = self.fault

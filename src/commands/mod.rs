@@ -6,6 +6,7 @@ pub mod expected;
 pub mod inspect;
 pub mod list;
 pub mod pool;
+pub mod probe;
 
 use std::path::Path;
 use std::time::Instant;

@@ -49,9 +49,12 @@ impl Combiner {
         if entries.iter().any(|e| e.load(Relaxed) == tag) {
             return true;
         }
-        let next = self.next.load(Relaxed) as usize % capacity;
+        // The cursor stays below the capacity (no division on the hot path);
+        // a capacity that shrank since is caught by the comparison.
+        let next = self.next.load(Relaxed) as usize;
+        let next = if next < capacity { next } else { 0 };
         entries[next].store(tag, Relaxed);
-        self.next.store((next + 1) as u64, Relaxed);
+        self.next.store(if next + 1 == capacity { 0 } else { next + 1 } as u64, Relaxed);
         false
     }
 }

@@ -229,17 +229,17 @@ impl<C: Clock> Device<C> {
             return Charge { read_latency_ns: p.read_cost_ns(offset, len), ..Charge::default() };
         };
         let slot = self.slot(thread);
-        let sequential = slot.next_read_line.load(Relaxed) == first + 1
-            || self.same_granule(slot.next_read_line.load(Relaxed), first);
+        let previous = slot.next_read_line.load(Relaxed);
         slot.next_read_line.store(last + 2, Relaxed);
-        let latency = if sequential { p.read_sequential_ns } else { p.read_random_ns };
+        let g = p.media_granularity_bytes;
+        let media = read_media_bytes(previous, offset, len, g);
+        let continues = previous == first + 1 || media < granules_touched(offset, len, g) * g;
+        let latency = if continues { p.read_sequential_ns } else { p.read_random_ns };
         let mut charge = Charge {
             read_latency_ns: latency + (last - first) * p.read_per_line_ns,
             ..Charge::default()
         };
-        if let Some(cost) = self.read_ps_per_byte {
-            let g = p.media_granularity_bytes;
-            let media = (offset + len).next_multiple_of(g) - offset / g * g;
+        if let (Some(cost), true) = (self.read_ps_per_byte, media > 0) {
             let now_ps = self.clock.now_ns() * 1000;
             let wait_ps = match p.share_threads {
                 Some(_) => slot.read_bucket.take_owned(now_ps, media * cost),
@@ -249,13 +249,25 @@ impl<C: Clock> Device<C> {
         }
         charge
     }
+}
 
-    /// Whether line `first` lies in the granule of the line before `next + 1`
-    /// (a read inside the XPLine the thread just read from).
-    fn same_granule(&self, next_plus_one: u64, first: u64) -> bool {
-        let lines_per_granule = self.params.media_granularity_bytes / 64;
-        next_plus_one >= 2 && (next_plus_one - 2) / lines_per_granule == first / lines_per_granule
-    }
+/// Granules of `granularity` bytes (a power of two: shifts, not divisions,
+/// on the hot path) that `[offset, offset + len)` touches.
+fn granules_touched(offset: u64, len: u64, granularity: u64) -> u64 {
+    let shift = granularity.trailing_zeros();
+    ((offset + len - 1) >> shift) - (offset >> shift) + 1
+}
+
+/// Media bytes a read of `[offset, offset + len)` moves: the granules it
+/// touches, less the first when it is the granule the thread's previous read
+/// ended in (`previous`: line after that read + 1, 0 for none), which the
+/// medium has just fetched.
+pub fn read_media_bytes(previous: u64, offset: u64, len: u64, granularity: u64) -> u64 {
+    let touched = granules_touched(offset, len, granularity);
+    let last_line_read = previous.checked_sub(2);
+    let shift = granularity.trailing_zeros();
+    let fetched = last_line_read.is_some_and(|l| (l * 64) >> shift == offset >> shift);
+    (touched - u64::from(fetched)) * granularity
 }
 
 #[cfg(test)]
@@ -361,6 +373,21 @@ mod tests {
         assert_eq!(a.media_bytes_written, 4 * b.media_bytes_written);
         let (wa, wb) = (a.bandwidth_wait_ns + 1000, b.bandwidth_wait_ns + 1000);
         assert!((wa as f64 / wb as f64 - 4.0).abs() < 0.01, "{wa} vs {wb}");
+    }
+
+    #[test]
+    fn reads_inside_the_granule_just_read_cost_no_media_bandwidth() {
+        // No previous read: every granule touched.
+        assert_eq!(read_media_bytes(0, 1024, 8, 256), 256);
+        assert_eq!(read_media_bytes(0, 1000, 100, 256), 512);
+        // The previous read ended in line 16 (bytes 1024..1088): granule 4.
+        assert_eq!(read_media_bytes(18, 1088, 8, 256), 0);
+        assert_eq!(read_media_bytes(18, 1088, 256, 256), 256);
+        assert_eq!(read_media_bytes(18, 4096, 8, 256), 256);
+        let d = optane(None);
+        d.on_read(Some(1), 1 << 20, 8);
+        // Lines 1..3 of the same XPLine: sequential latency.
+        assert_eq!(d.on_read(Some(1), (1 << 20) + 128, 8).read_latency_ns, 72);
     }
 
     #[test]

@@ -111,6 +111,8 @@ impl NvmProfile {
 
 /// Most write-combining entries a thread may have (a linear scan per flush).
 pub const MAX_COMBINE_LINES: u32 = 32;
+/// Largest latency a parameter may add (100 µs).
+pub const MAX_LATENCY_NS: u64 = 100_000;
 /// Largest `--nvm-share`.
 pub const MAX_SHARE_THREADS: u32 = 1024;
 /// Media access granularity bounds (bytes, powers of two).
@@ -227,13 +229,14 @@ impl DeviceParams {
             floor.to_string(),
             "a share above 0 and at most 1",
         )?;
-        let read_ns = [self.read_random_ns, self.read_sequential_ns, self.persist_ns];
-        check(
-            read_ns.iter().all(|&ns| ns <= 100_000) && self.read_per_line_ns <= 100_000,
-            "latency",
-            format!("{read_ns:?}"),
-            "latencies of at most 100000 ns",
-        )?;
+        for (field, ns) in [
+            ("read_random_ns", self.read_random_ns),
+            ("read_sequential_ns", self.read_sequential_ns),
+            ("read_per_line_ns", self.read_per_line_ns),
+            ("persist_ns", self.persist_ns),
+        ] {
+            check(ns <= MAX_LATENCY_NS, field, ns.to_string(), "at most 100000 ns")?;
+        }
         if let Some(n) = self.share_threads {
             check(
                 (1..=MAX_SHARE_THREADS).contains(&n),

@@ -46,6 +46,9 @@ pub enum Command {
     Reproduce(ReproduceArgs),
     /// Draw a figure from `zen reproduce` results files into an SVG.
     Plot(PlotArgs),
+    /// Measure NVM read latency, persist latency and bandwidth through the
+    /// persist primitives, beside the device model's targets (Intel MLC-like).
+    Probe(crate::commands::probe::ProbeArgs),
 }
 
 /// The benchmark workloads.
@@ -92,9 +95,11 @@ pub struct EngineArgs {
     /// Persistent-memory backend: dax (fsdax + MAP_SYNC), fs (a file), emu (fs + NVM latency model), dram (volatile).
     #[arg(long, default_value = "fs")]
     pub pmem: String,
-    /// Latency profile of `--pmem emu`: dram, optane or cxl (default optane).
+    /// Device model of `--pmem emu`: dram, optane or cxl (default optane); see --nvm-* to override its parameters.
     #[arg(long)]
     pub nvm_profile: Option<String>,
+    #[command(flatten)]
+    pub nvm: crate::nvm_args::NvmArgs,
     /// Persistence domain the engine assumes: adr (flush + fence) or eadr (caches persistent).
     #[arg(long, default_value = "adr")]
     pub persistence_domain: String,

@@ -36,7 +36,10 @@ pub fn banner(
     );
     eprintln!("  durable       across {}", engine.pmem.durable_across());
     if engine.pmem == zen_pmem::BackendKind::Emu {
-        eprintln!("  nvm profile   {}", engine.latency.profile.name());
+        eprintln!("  nvm device    {}", engine.latency.describe());
+        if let Some(n) = engine.latency.share_threads {
+            eprintln!("  nvm share     {}", zen_workload::report::share_note(n));
+        }
     }
     let cache = match engine.dram_ratio {
         Some(p) => format!("data size / {p}"),

@@ -86,6 +86,11 @@ pub fn backend(text: &str) -> CliResult<BackendKind> {
     })
 }
 
+/// The device model of `--pmem emu`: `--nvm-profile` and the `--nvm-*` overrides.
+pub fn device_params(args: &EngineArgs, pmem: BackendKind) -> CliResult<zen_pmem::DeviceParams> {
+    crate::nvm_args::device_params(&args.nvm, profile(args, pmem)?, pmem)
+}
+
 fn profile(args: &EngineArgs, pmem: BackendKind) -> CliResult<NvmProfile> {
     match (&args.nvm_profile, pmem) {
         (None, _) => Ok(NvmProfile::Optane),
@@ -117,7 +122,7 @@ pub struct EngineRequest {
 /// Map the engine flags to an `EngineConfig`.
 pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<EngineConfig> {
     let pmem = backend(&args.pmem)?;
-    let latency = profile(args, pmem)?.model();
+    let latency = device_params(args, pmem)?;
     let domain = PersistenceDomain::parse(&args.persistence_domain)
         .ok_or_else(|| bad("--persistence-domain", &args.persistence_domain, "adr or eadr"))?;
     let durability = Durability::parse(&args.durability)

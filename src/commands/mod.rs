@@ -7,6 +7,7 @@ pub mod inspect;
 pub mod list;
 pub mod plot;
 pub mod pool;
+pub mod probe;
 pub mod reproduce;
 
 use std::path::Path;

@@ -129,6 +129,7 @@ fn pool_engine_config(p: &PoolArgs, command: &str) -> CliResult<EngineConfig> {
         cc: p.cc.clone(),
         pmem: p.pmem.clone(),
         nvm_profile: None,
+        nvm: crate::nvm_args::NvmArgs::default(),
         persistence_domain: "adr".into(),
         pool_size: None,
         pool_per_node: p.pool_per_node,

@@ -898,8 +898,8 @@ impl<B: PmemBackend> Persister<'_, B> {
     #[inline]
     pub fn fence(&self) {
         let lines = self.counters.on_fence();
-        let stall = self.backend.fence(self.thread, lines);
-        self.counters.on_stall(stall);
+        let charge = self.backend.fence_by(self.thread, lines);
+        self.counters.on_charge(&charge);
     }
 
     /// Flush then fence.
@@ -913,8 +913,8 @@ impl<B: PmemBackend> Persister<'_, B> {
     #[inline]
     pub fn read(&self, offset: u64, buf: &mut [u8]) {
         self.counters.on_read(buf.len() as u64);
-        let stall = self.backend.read(offset, buf);
-        self.counters.on_stall(stall);
+        let charge = self.backend.read_by(self.thread, offset, buf);
+        self.counters.on_charge(&charge);
     }
 
     /// Atomic load of an aligned 8-byte word (not counted: metadata probes).

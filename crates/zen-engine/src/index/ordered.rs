@@ -26,14 +26,9 @@ const MAX_BATCH: usize = 64;
 const FIRST_BATCH: usize = 4;
 
 /// Live keys → record id, ordered (see the module docs).
+#[derive(Default)]
 pub struct OrderedSet {
     tree: Congee<usize, usize>,
-}
-
-impl Default for OrderedSet {
-    fn default() -> Self {
-        OrderedSet { tree: Congee::default() }
-    }
 }
 
 impl OrderedSet {
@@ -194,7 +189,7 @@ mod tests {
                 let mut round = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     for k in (1..20_000u64).step_by(2) {
-                        if round % 2 == 0 { set.link(k, k) } else { set.unlink(k) }
+                        if round.is_multiple_of(2) { set.link(k, k) } else { set.unlink(k) }
                     }
                     round += 1;
                 }

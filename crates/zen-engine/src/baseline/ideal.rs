@@ -11,9 +11,10 @@
 //!
 //! COMMIT
 //!   The OCC core's Silo commit with every persistence hook empty: lock the
-//!   write set, draw the timestamp, validate, install in place, unlock. A new
-//!   key gets a DRAM row at `prepare` (rows are never freed: a deleted key
-//!   keeps its row for a later insert). `CommitInfo::durable` is false: nothing
+//!   write set, draw the timestamp, validate, install in place, unlock. Record
+//!   `rid`'s row is DRAM row `rid` (so a read finds the row from the record id
+//!   alone, in parallel with the TID); `prepare` marks it in use for a new key
+//!   (rows are never freed: a deleted key keeps its row for a later insert). `CommitInfo::durable` is false: nothing
 //!   is ever durable, and every NVM counter stays zero.
 //!
 //! RECOVERY
@@ -26,7 +27,7 @@
 //!   persistent designs are measured against, not a database.
 //!
 //! Invariants (checked by `check_invariants`): (I1) every live record has a
-//! row; (I2) no two records share a row.
+//! row; (I2) no two records share a row (a record's row is its own, `rid`).
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -58,7 +59,9 @@ impl IdealEngine {
     }
 }
 
-/// Row index + 1 of a record (0 = no row yet).
+/// Row index + 1 of a record (0 = no row yet). A record's row, once it has
+/// one, is row `rid` itself: reads address it without loading `loc` first,
+/// so the row's cache misses overlap the TID's instead of following them.
 fn row_of(t: &Table<DramRows>, rid: u64) -> Option<u64> {
     t.records.get(rid).loc.load(Ordering::Acquire).checked_sub(1)
 }
@@ -87,8 +90,10 @@ impl Store for IdealStore {
         _tid: u64,
         out: &mut [u8],
     ) -> bool {
-        if let Some(row) = row_of(t, rid) {
-            t.ext.read(row, out);
+        // Row `rid` (see `row_of`); a record that never had a row reads as
+        // zeroes there, and the caller ignores the bytes of an absent one.
+        if rid < t.ext.capacity() {
+            t.ext.read(rid, out);
         }
         true
     }
@@ -118,8 +123,10 @@ impl Store for IdealStore {
             let t = &tables[w.table as usize];
             let r = t.records.get(w.rid);
             if r.loc.load(Ordering::Acquire) == 0 {
-                let row = t.ext.allocate().ok_or(Error::Abort(AbortReason::OutOfSpace))?;
-                r.loc.store(row + 1, Ordering::Release);
+                if w.rid >= t.ext.capacity() {
+                    return Err(Error::Abort(AbortReason::OutOfSpace));
+                }
+                r.loc.store(w.rid + 1, Ordering::Release);
             }
         }
         Ok(())
@@ -171,7 +178,7 @@ impl Store for IdealStore {
     }
 
     fn status(core: &Core<Self>, status: &mut EngineStatus) {
-        let rows: u64 = core.tables().iter().map(|t| t.ext.count()).sum();
+        let rows: u64 = core.tables().iter().map(|t| t.records.count()).sum();
         status.cache_entries_used = rows;
         status.cache_entries_capacity = rows;
     }
@@ -179,12 +186,12 @@ impl Store for IdealStore {
     /// (I1) and (I2).
     fn check_invariants(core: &Core<Self>) -> Result<()> {
         for t in core.tables().iter() {
-            let mut rows = HashSet::new();
+            let mut rows = HashSet::new(); // (I2)
             for (key, rid) in t.entries() {
                 let absent = tid::is_absent(t.records.get(rid).tid.load(Ordering::Acquire));
                 match row_of(t, rid) {
                     None if absent => {}
-                    Some(row) if row < t.ext.count() && rows.insert(row) => {}
+                    Some(row) if row == rid && rows.insert(row) => {}
                     other => {
                         return Err(Error::Corrupt(format!(
                             "table {}: key {key}: row {other:?} missing, out of range or shared",

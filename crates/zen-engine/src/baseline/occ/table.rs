@@ -208,6 +208,11 @@ impl DramRows {
         (id < (self.rows_per_chunk * MAX_CHUNKS) as u64).then_some(id)
     }
 
+    /// Row indexes the table can address (`0..capacity`).
+    pub fn capacity(&self) -> u64 {
+        (self.rows_per_chunk * MAX_CHUNKS) as u64
+    }
+
     /// Rows allocated so far.
     pub fn count(&self) -> u64 {
         self.next.load(Ordering::Acquire).min((self.rows_per_chunk * MAX_CHUNKS) as u64)

@@ -177,6 +177,8 @@ impl Store for IdealStore {
         CounterSnapshot::default()
     }
 
+    /// Rows addressable: one per record id reserved (ids come in per-thread
+    /// blocks, so this counts a block's unused ids too).
     fn status(core: &Core<Self>, status: &mut EngineStatus) {
         let rows: u64 = core.tables().iter().map(|t| t.records.count()).sum();
         status.cache_entries_used = rows;

@@ -1,0 +1,131 @@
+//! Micro-benchmarks of the secondary index on TPC-C's access pattern: the
+//! skip list every engine uses (`zen_engine::index::SecondaryIndex`, a
+//! crossbeam `SkipSet` of (key, primary key)) against `scc::TreeIndex` (a
+//! B+-tree with lock-free readers) holding the same entries.
+//!
+//! What: 10^6 entries keyed like `customer_by_last_name` (warehouse, district,
+//! a 16-byte last name; ~3 primary keys per name), two groups:
+//! - `lookup`: the primary keys under one full index key (Payment and
+//!   Order-Status by last name);
+//! - `insert`: a new (key, primary key) entry for a random key
+//!   (New-Order's `orders_by_customer` entry).
+//!
+//! How: criterion, 2 s measurement, 20 samples; `cargo bench -p zen-engine
+//! --bench secondary`. Figures are in docs/benchmarks.md.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use zen_engine::index::{MAX_SECONDARY_KEY_BYTES, SecondaryIndex};
+
+const ENTRIES: u64 = 1_000_000;
+/// Distinct index keys: ~3 entries each, as TPC-C's last names per district.
+const NAMES: u64 = ENTRIES / 3;
+/// Row layout: w (2 bytes), d (1 byte), last name (16 bytes).
+const WIDTH: usize = 19;
+
+type Key = [u8; MAX_SECONDARY_KEY_BYTES];
+
+fn row_of(name: u64) -> [u8; WIDTH] {
+    let mut row = [0u8; WIDTH];
+    row[..2].copy_from_slice(&((name % 64) as u16).to_be_bytes());
+    row[2] = (name / 64 % 10) as u8;
+    row[3..11].copy_from_slice(b"BARPRICE");
+    row[11..19].copy_from_slice(&(name / 640).to_be_bytes());
+    row
+}
+
+fn key_of(row: &[u8; WIDTH]) -> Key {
+    let mut k = [0u8; MAX_SECONDARY_KEY_BYTES];
+    k[..WIDTH].copy_from_slice(row);
+    k
+}
+
+fn filled_skiplist() -> SecondaryIndex {
+    let s = SecondaryIndex::new(vec![(0, WIDTH)]);
+    for pk in 0..ENTRIES {
+        s.insert(&row_of(pk % NAMES), pk);
+    }
+    s
+}
+
+fn filled_tree() -> scc::TreeIndex<(Key, u64), ()> {
+    let t = scc::TreeIndex::new();
+    for pk in 0..ENTRIES {
+        let _ = t.insert((key_of(&row_of(pk % NAMES)), pk), ());
+    }
+    t
+}
+
+fn tree_lookup(t: &scc::TreeIndex<(Key, u64), ()>, prefix: &[u8], out: &mut Vec<u64>) {
+    let mut low = [0u8; MAX_SECONDARY_KEY_BYTES];
+    low[..prefix.len()].copy_from_slice(prefix);
+    let guard = scc::ebr::Guard::new();
+    for ((k, pk), ()) in t.range((low, 0)..(low, u64::MAX), &guard) {
+        if k[..prefix.len()] != *prefix {
+            break;
+        }
+        out.push(*pk);
+    }
+    // Entries of the same key with the largest primary key end the range above.
+}
+
+fn lookup(c: &mut Criterion) {
+    let mut g = c.benchmark_group("secondary_lookup");
+    let skip = filled_skiplist();
+    let tree = filled_tree();
+    let mut rng = SmallRng::seed_from_u64(1);
+    let mut out = Vec::with_capacity(16);
+    g.bench_function("skiplist", |b| {
+        b.iter(|| {
+            out.clear();
+            let row = row_of(rng.random_range(0..NAMES));
+            skip.lookup("customer", &row, 16, &mut out).unwrap();
+            black_box(out.len())
+        })
+    });
+    g.bench_function("scc_tree_index", |b| {
+        b.iter(|| {
+            out.clear();
+            let row = row_of(rng.random_range(0..NAMES));
+            tree_lookup(&tree, &row, &mut out);
+            black_box(out.len())
+        })
+    });
+    g.finish();
+}
+
+fn insert(c: &mut Criterion) {
+    let mut g = c.benchmark_group("secondary_insert");
+    let skip = filled_skiplist();
+    let tree = filled_tree();
+    let mut rng = SmallRng::seed_from_u64(2);
+    let mut next = ENTRIES;
+    g.bench_function("skiplist", |b| {
+        b.iter(|| {
+            next += 1;
+            skip.insert(&row_of(rng.random_range(0..NAMES)), next);
+        })
+    });
+    let mut next = ENTRIES;
+    g.bench_function("scc_tree_index", |b| {
+        b.iter(|| {
+            next += 1;
+            black_box(tree.insert((key_of(&row_of(rng.random_range(0..NAMES))), next), ()).is_ok());
+        })
+    });
+    g.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500))
+        .sample_size(20)
+}
+
+criterion_group! { name = benches; config = config(); targets = lookup, insert }
+criterion_main!(benches);

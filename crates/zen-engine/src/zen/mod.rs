@@ -294,7 +294,10 @@ impl<B: PmemBackend> Shared<B> {
                 let accesses: u64 = t.accesses.iter().map(|a| a.load(Ordering::Relaxed)).sum();
                 cache_plan::TableDemand {
                     accesses_per_txn: if txns == 0 { 1.0 } else { accesses as f64 / txns as f64 },
-                    rows: t.index.len() as u64,
+                    // Keys ever given a record (O(shards)); the ordered
+                    // set's `len` walks the tree, which cost a full scan of
+                    // every table per worker registration and recovery.
+                    rows: t.index.records() as u64,
                     entry_bytes: t.caches[0].entry_bytes() as u64,
                 }
             })

@@ -18,7 +18,8 @@
 pub struct TableDemand {
     /// Tuples of the table accessed per transaction (f_i).
     pub accesses_per_txn: f64,
-    /// Rows in the table (S_i, in entries).
+    /// Rows in the table (S_i, in entries): keys ever given a record, so
+    /// deleted keys count too (an upper bound, read in O(1) per table).
     pub rows: u64,
     /// DRAM bytes of one cache entry of the table.
     pub entry_bytes: u64,

@@ -283,6 +283,16 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         &self.pool
     }
 
+    /// The meta page (durable epoch, log seal, log page ids).
+    pub fn meta_page(&self) -> u64 {
+        self.meta_page
+    }
+
+    /// The input log's pages, in log order.
+    pub fn log_pages(&self) -> &[u64] {
+        &self.log_pages
+    }
+
     fn table(&self, id: u32) -> Result<Arc<Table>> {
         self.tables.read().get(id as usize).cloned().ok_or(Error::UnknownTableId(id))
     }

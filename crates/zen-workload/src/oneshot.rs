@@ -35,7 +35,7 @@ fn ycsb_procedure(tx: &mut dyn OneShotTx, input: &[u8]) -> zen_engine::Result<Ve
     let head = input.get(..8).ok_or_else(|| bad("no table"))?;
     let table = TableId(u32::from_le_bytes(head[..4].try_into().expect("4 bytes")));
     let ops = &input[8..];
-    if ops.len() % OP_BYTES != 0 {
+    if !ops.len().is_multiple_of(OP_BYTES) {
         return Err(bad("truncated operation"));
     }
     let mut row = vec![0u8; ROW_BYTES];

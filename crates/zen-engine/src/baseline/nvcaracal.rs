@@ -183,6 +183,9 @@ struct Prepared<'a> {
     writes: Vec<((u32, u64), usize, usize)>,
 }
 
+/// A transaction's serial id, result and waits, from an execution thread.
+type Ran = (usize, Result<Vec<u8>>, u64);
+
 /// An index change applied once the epoch is durable.
 enum Change {
     Put(u32, u64, RowRef),
@@ -489,13 +492,13 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         let mut results: Vec<Option<Result<Vec<u8>>>> = (0..txns.len()).map(|_| None).collect();
         let mut waits = 0;
         if n == 1 {
-            for sid in 0..txns.len() {
+            for (sid, slot) in results.iter_mut().enumerate() {
                 let (r, w) = ctx.execute(sid, lead);
-                results[sid] = Some(r);
+                *slot = Some(r);
                 waits += w;
             }
         } else {
-            let per: Vec<Vec<(usize, Result<Vec<u8>>, u64)>> = std::thread::scope(|s| {
+            let per: Vec<Vec<Ran>> = std::thread::scope(|s| {
                 let handles: Vec<_> = (0..n)
                     .map(|w| {
                         let ctx = &ctx;
@@ -570,7 +573,6 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         }
         self.durable.store(epoch, Ordering::Release);
         stats.persist_us = started.elapsed().as_secs_f64() * 1e6;
-        drop(ctx);
         drop(rows);
         Ok(EpochOutcome { results, stats })
     }
@@ -679,7 +681,7 @@ struct ExecTx<'a, 'c, B: PmemBackend> {
     ctx: &'c EpochCtx<'a, B>,
     sid: u32,
     thread: u32,
-    buffer: Vec<((u32, u64), Option<Vec<u8>>)>,
+    buffer: Vec<layout::RowWrite>,
     waits: u64,
 }
 
@@ -982,7 +984,7 @@ impl<B: PmemBackend> EngineWorker for NvWorker<'_, B> {
         if opts.read_only {
             return Err(Error::InvalidArgument("a read-only transaction wrote".into()));
         }
-        let writes: Vec<((u32, u64), Option<Vec<u8>>)> = tx.writes.into_iter().collect();
+        let writes: Vec<layout::RowWrite> = tx.writes.into_iter().collect();
         let one = OneShot {
             proc: ProcId::APPLY,
             input: layout::encode_apply(&writes),

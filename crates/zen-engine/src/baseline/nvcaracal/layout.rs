@@ -140,9 +140,15 @@ pub fn decode_payload(epoch: u64, payload: &[u8], txns: u64) -> Result<Vec<Logge
     Ok(out)
 }
 
+/// One buffered write: ((table, key), row or `None` for a delete).
+pub type RowWrite = ((u32, u64), Option<Vec<u8>>);
+
+/// One decoded APPLY entry: (table, key, row or `None` for a delete).
+pub type ApplyEntry<'a> = (u32, u64, Option<&'a [u8]>);
+
 /// APPLY's input: a list of (table u32, op u32 (1 put, 2 delete), key u64,
 /// row length u64, row) in order.
-pub fn encode_apply(writes: &[((u32, u64), Option<Vec<u8>>)]) -> Vec<u8> {
+pub fn encode_apply(writes: &[RowWrite]) -> Vec<u8> {
     let mut out = Vec::new();
     for ((t, k), row) in writes {
         out.extend_from_slice(&t.to_le_bytes());
@@ -156,7 +162,7 @@ pub fn encode_apply(writes: &[((u32, u64), Option<Vec<u8>>)]) -> Vec<u8> {
 }
 
 /// Decode APPLY's input (typed error on a malformed one).
-pub fn decode_apply(input: &[u8]) -> Result<Vec<(u32, u64, Option<&[u8]>)>> {
+pub fn decode_apply(input: &[u8]) -> Result<Vec<ApplyEntry<'_>>> {
     let bad = |m: &str| Error::InvalidArgument(format!("apply input: {m}"));
     let mut out = Vec::new();
     let mut at = 0usize;

@@ -236,6 +236,10 @@ pub struct BenchArgs {
     pub driver: DriverArgs,
     #[command(flatten)]
     pub params: WorkloadArgs,
+    /// nvcaracal with ycsb: one-shot transactions per epoch (default 1000).
+    /// Latency is measured from a batch's submission to its durable result.
+    #[arg(long)]
+    pub epoch_size: Option<usize>,
 }
 
 #[derive(Debug, Args)]

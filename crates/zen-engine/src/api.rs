@@ -436,6 +436,11 @@ pub trait Engine: Send + Sync {
     fn adaptive_stats(&self) -> Option<crate::zen::adaptive::AdaptiveStats> {
         None
     }
+    /// The deterministic seam (`det.rs`) of engines that run one-shot
+    /// transactions in epochs (nvcaracal); `None` for the others.
+    fn deterministic(&self) -> Option<&dyn crate::det::DeterministicEngine> {
+        None
+    }
     /// The report of the recovery that opened this engine, if it recovered.
     fn recovery_report(&self) -> Option<RecoveryReport>;
     /// Check structural invariants (index ↔ heap, no duplicate keys, free

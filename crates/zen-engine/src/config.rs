@@ -21,11 +21,18 @@ pub enum EngineKind {
     Mmdb,
     Wbl,
     Falcon,
+    Nvcaracal,
 }
 
 impl EngineKind {
-    pub const ALL: [EngineKind; 5] =
-        [EngineKind::Zen, EngineKind::Ideal, EngineKind::Mmdb, EngineKind::Wbl, EngineKind::Falcon];
+    pub const ALL: [EngineKind; 6] = [
+        EngineKind::Zen,
+        EngineKind::Ideal,
+        EngineKind::Mmdb,
+        EngineKind::Wbl,
+        EngineKind::Falcon,
+        EngineKind::Nvcaracal,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Zen => "zen",
@@ -33,6 +40,7 @@ impl EngineKind {
             EngineKind::Mmdb => "mmdb",
             EngineKind::Wbl => "wbl",
             EngineKind::Falcon => "falcon",
+            EngineKind::Nvcaracal => "nvcaracal",
         }
     }
     pub fn parse(s: &str) -> Option<EngineKind> {
@@ -55,15 +63,20 @@ impl EngineKind {
             EngineKind::Falcon => {
                 "falcon: in-place updates of a single-version NVM tuple heap, DRAM indexes, a per-worker small redo log window (not flushed under eADR) and selective data flush (--falcon-variant for its ablations); recovery = replay of the windows + index rebuild"
             }
+            EngineKind::Nvcaracal => {
+                "nvcaracal: deterministic epochs (NVCaracal): inputs logged before execution, pending versions in DRAM, only each row's final version of the epoch persisted into a dual-version NVM row, epoch number persisted last; recovery = revert the crashed epoch + replay its inputs"
+            }
         }
     }
     /// The concurrency-control protocols this design runs (`open` refuses others).
     pub fn supported_cc(self) -> &'static [CcKind] {
         match self {
             EngineKind::Zen => &CcKind::ALL,
-            EngineKind::Ideal | EngineKind::Mmdb | EngineKind::Wbl | EngineKind::Falcon => {
-                &[CcKind::Silo]
-            }
+            EngineKind::Ideal
+            | EngineKind::Mmdb
+            | EngineKind::Wbl
+            | EngineKind::Falcon
+            | EngineKind::Nvcaracal => &[CcKind::Silo],
         }
     }
     /// Whether the design runs protocol `cc`.
@@ -230,14 +243,22 @@ pub enum BaselineFault {
     /// falcon: the record's seal (the commit mark) is written after the
     /// in-place updates instead of before them.
     FalconSealAfterInstall,
+    /// nvcaracal: the epoch number is persisted before the epoch's rows
+    /// (recovery then trusts a half-written epoch and does not replay it).
+    NvcaracalEpochMarkFirst,
+    /// nvcaracal: the epoch's input log is neither flushed nor fenced
+    /// before its seal and execution (its bytes may never reach NVM).
+    NvcaracalInputLogUnpersisted,
 }
 
 impl BaselineFault {
-    pub const ALL: [BaselineFault; 4] = [
+    pub const ALL: [BaselineFault; 6] = [
         BaselineFault::WalAckBeforeFlush,
         BaselineFault::WblAckBeforeRecord,
         BaselineFault::FalconRecordUnflushed,
         BaselineFault::FalconSealAfterInstall,
+        BaselineFault::NvcaracalEpochMarkFirst,
+        BaselineFault::NvcaracalInputLogUnpersisted,
     ];
 
     /// The engine whose code path the fault breaks.
@@ -248,6 +269,8 @@ impl BaselineFault {
             BaselineFault::FalconRecordUnflushed | BaselineFault::FalconSealAfterInstall => {
                 EngineKind::Falcon
             }
+            BaselineFault::NvcaracalEpochMarkFirst
+            | BaselineFault::NvcaracalInputLogUnpersisted => EngineKind::Nvcaracal,
         }
     }
 }
@@ -353,6 +376,14 @@ pub struct EngineConfig {
     /// falcon: tuples each worker's hot-tuple LRU tracks (default 256;
     /// 0 = nothing is hot). Acts under eADR with the selective variants.
     pub falcon_hot_tuples: usize,
+    /// nvcaracal: bytes of NVM for the input log of one epoch (default
+    /// 16 MiB, rounded up to whole pages). An epoch whose logged inputs are
+    /// larger is refused with `Error::EpochTooLarge`, naming both sizes.
+    pub nvcaracal_log_bytes: u64,
+    /// nvcaracal: the stored procedures one-shot transactions name (and
+    /// recovery replays); the built-in `apply` is always there.
+    #[serde(skip)]
+    pub procedures: crate::det::Procedures,
     /// Bug injection into a baseline engine (tests only; `None` otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline_fault: Option<BaselineFault>,
@@ -411,6 +442,8 @@ impl Default for EngineConfig {
             falcon_variant: FalconVariant::Falcon,
             falcon_window_bytes: 64 << 10,
             falcon_hot_tuples: 256,
+            nvcaracal_log_bytes: 16 << 20,
+            procedures: crate::det::Procedures::default(),
             baseline_fault: None,
             race_fault: None,
             numa: crate::numa::NumaConfig::default(),
@@ -589,6 +622,12 @@ impl EngineConfig {
             return bad("checkpoint interval must be at least 1 ms".into());
         }
         self.validate_falcon()?;
+        if self.nvcaracal_log_bytes < 4 << 10 || self.nvcaracal_log_bytes > 1 << 34 {
+            return bad(format!(
+                "--nvcaracal-log-bytes {} is outside 4 KiB..=16 GiB",
+                self.nvcaracal_log_bytes
+            ));
+        }
         if self.group_commit_interval_us > 1_000_000 {
             return bad(format!(
                 "group-commit interval {} us exceeds one second",

@@ -120,6 +120,14 @@ pub enum Error {
         "transaction aborted: its redo record needs {needed_bytes} bytes, the log window holds {window_bytes} (raise --falcon-window-bytes)"
     )]
     LogWindowOverflow { needed_bytes: u64, window_bytes: u64 },
+    #[error("one-shot transaction wrote table `{table}` key {key}, which it did not declare")]
+    UndeclaredWrite { table: String, key: u64 },
+    #[error(
+        "epoch of {txns} transactions needs {needed_bytes} bytes of input log, the log holds {capacity_bytes} (split the batch or raise --nvcaracal-log-bytes)"
+    )]
+    EpochTooLarge { txns: usize, needed_bytes: u64, capacity_bytes: u64 },
+    #[error("input log of epoch {epoch} cannot be replayed: {detail}")]
+    InputLogCorrupt { epoch: u64, detail: String },
     #[error(transparent)]
     Pmem(#[from] PmemError),
 }

@@ -5,6 +5,7 @@
 pub mod api;
 pub mod config;
 pub mod db;
+pub mod det;
 pub mod error;
 pub mod schema;
 
@@ -16,6 +17,10 @@ pub use config::{
     BaselineFault, CcKind, EngineConfig, EngineKind, FalconVariant, Fault, RaceFault,
 };
 pub use db::{Db, DbBuilder};
+pub use det::{
+    DeterministicEngine, EpochOutcome, EpochStats, OneShot, OneShotTx, ProcId, ProcedureSet,
+    Procedures,
+};
 pub use error::{AbortReason, Error, Result};
 pub use schema::{Column, ColumnType, SecondaryIndex, TableSchema};
 
@@ -54,7 +59,7 @@ pub fn open(config: &EngineConfig) -> Result<Box<dyn Engine>> {
             )),
         },
         EngineKind::Ideal => baseline::open_ideal(config),
-        EngineKind::Mmdb | EngineKind::Wbl | EngineKind::Falcon => {
+        EngineKind::Mmdb | EngineKind::Wbl | EngineKind::Falcon | EngineKind::Nvcaracal => {
             baseline::open_persistent(config)
         }
     }

@@ -23,6 +23,7 @@ pub mod driver;
 pub mod error;
 pub mod jsonschema;
 pub mod meta;
+pub mod oneshot;
 pub mod report;
 pub mod smallbank;
 pub mod tpcc;

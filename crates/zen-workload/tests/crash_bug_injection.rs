@@ -1,5 +1,5 @@
 //! The bug-injection suite (VERIFICATION.md §1): every `Fault` (Zen) and
-//! every `BaselineFault` (mmdb, wbl, falcon) breaks the persistence protocol in one
+//! every `BaselineFault` (mmdb, wbl, falcon, nvcaracal) breaks the persistence protocol in one
 //! known way, and the check meant for it must report it: a typed
 //! [`Check`] from the one harness (`zen_workload::crash`), never "some
 //! panic" (a panic is a harness failure and fails this test). Prints
@@ -146,6 +146,20 @@ fn baseline_case(fault: BaselineFault) -> Case {
             lint: None,
             ..case
         },
+        // nvcaracal's epoch number persisted before the epoch's rows: a
+        // crash between leaves an epoch that recovery trusts and does not
+        // replay, half written (eADR and paranoid: no nested crashes, so
+        // the state check, not idempotence, is what fires).
+        BaselineFault::NvcaracalEpochMarkFirst => Case {
+            modes: vec![(CrashMode::Eadr, 16), (CrashMode::Paranoid, 16)],
+            intended: Check::StateMismatch,
+            lint: None,
+            ..case
+        },
+        // nvcaracal's input log never flushed before the seal: the seal
+        // survives without the inputs, and recovery cannot replay the
+        // epoch (a typed error); the lint sees the unflushed log too.
+        BaselineFault::NvcaracalInputLogUnpersisted => Case { intended: Check::Recovery, ..case },
         _ => case,
     }
 }

@@ -1,5 +1,5 @@
 //! Multi-worker crash campaigns with cross-worker reads, for every design
-//! that persists: Zen with each of the ten protocols, mmdb, wbl and falcon; each in
+//! that persists: Zen with each of the ten protocols, mmdb, wbl, falcon and nvcaracal; each in
 //! strict, paranoid and eADR modes (the one harness, `zen_workload::crash`).
 //!
 //! Per design:
@@ -115,4 +115,9 @@ fn wbl() {
 #[test]
 fn falcon() {
     design(EngineKind::Falcon, CcKind::Silo, 2);
+}
+
+#[test]
+fn nvcaracal() {
+    design(EngineKind::Nvcaracal, CcKind::Silo, 4);
 }

@@ -6,21 +6,24 @@
 //! | [`ideal`] | DRAM | nothing | none |
 //! | [`mmdb`] | DRAM up to the budget, the rest in NVM as volatile memory | one redo record per transaction, one fence | last checkpoint + log replay |
 //! | [`wbl`] | versions in NVM with per-tuple CC metadata, DRAM tuple cache | each new version (one fence per tuple), a (cp, cd) record per group | undo versions in (cp, cd], rebuild indexes |
+//! | [`nvcaracal`] | one dual-version slot per row in NVM, pending versions of the running epoch in DRAM | the epoch's inputs (logged before it runs), each row's final version once per epoch, then the epoch number | revert the crashed epoch's versions, replay its logged inputs |
 //! | [`falcon`] | one slot per tuple in NVM, updated in place | a redo record in a small per-worker window (flushed under ADR only), then the tuples (selective write-back) | replay the windows, rebuild indexes |
 //!
-//! All three run on [`occ`], a Silo core in DRAM; a design is a [`occ::Store`].
+//! mmdb, wbl and falcon run on [`occ`], a Silo core in DRAM; a design is a [`occ::Store`].
 //! Every NVM byte goes through `zen_pmem::Persister`, so bytes, flushes and
 //! fences are counted exactly as Zen's are.
 
 pub mod falcon;
 pub mod ideal;
 pub mod mmdb;
+pub mod nvcaracal;
 pub mod occ;
 pub mod wbl;
 
 pub use falcon::FalconEngine;
 pub use ideal::IdealEngine;
 pub use mmdb::MmdbEngine;
+pub use nvcaracal::NvcaracalEngine;
 pub use wbl::WblEngine;
 
 use zen_pmem::{BackendKind, DaxBackend, DramBackend, EmuBackend, FsBackend, HeapBackend};
@@ -96,6 +99,8 @@ fn open_on<B: zen_pmem::PmemBackend>(config: &EngineConfig) -> Result<Box<dyn En
         (EngineKind::Wbl, false) => Ok(Box::new(WblEngine::<B>::open(config)?)),
         (EngineKind::Falcon, true) => Ok(Box::new(FalconEngine::<B>::create(config)?)),
         (EngineKind::Falcon, false) => Ok(Box::new(FalconEngine::<B>::open(config)?)),
+        (EngineKind::Nvcaracal, true) => Ok(Box::new(NvcaracalEngine::<B>::create(config)?)),
+        (EngineKind::Nvcaracal, false) => Ok(Box::new(NvcaracalEngine::<B>::open(config)?)),
         (other, _) => Err(Error::InvalidConfig(format!(
             "engine {} is not a persistent baseline",
             other.name()

@@ -218,6 +218,9 @@ impl<'c, S: Subject> Campaign<'c, S> {
             },
             dram_ratio: t.dram_budget_bytes.map(|_| 1.0),
             expected_data_bytes: t.dram_budget_bytes,
+            // nvcaracal: four pages of input log (an epoch here is one
+            // interactive transaction's writes; the loads are the largest).
+            nvcaracal_log_bytes: 4 * PAGE_BYTES,
             ..EngineConfig::default()
         };
         if let Some(alpha) = t.adaptive_alpha {

@@ -223,7 +223,11 @@ impl CampaignConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !matches!(
             self.engine,
-            EngineKind::Zen | EngineKind::Mmdb | EngineKind::Wbl | EngineKind::Falcon
+            EngineKind::Zen
+                | EngineKind::Mmdb
+                | EngineKind::Wbl
+                | EngineKind::Falcon
+                | EngineKind::Nvcaracal
         ) {
             return Err(ConfigError::EngineNotCrashCheckable { engine: self.engine.name() });
         }

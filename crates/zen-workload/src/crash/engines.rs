@@ -3,10 +3,11 @@
 //! on a simulated pool), one line per engine and protocol. `ideal` has no
 //! line: it persists nothing and cannot reopen a pool, so
 //! [`super::CampaignConfig::validate`] refuses it with
-//! [`super::ConfigError::EngineNotCrashCheckable`]. NVCaracal, when it
-//! lands, is one line here.
+//! [`super::ConfigError::EngineNotCrashCheckable`]. nvcaracal runs the
+//! campaigns through its `Engine` adapter (each interactive transaction is
+//! a one-transaction epoch: logged, executed, persisted, marked).
 
-use zen_engine::baseline::{FalconEngine, MmdbEngine, WblEngine};
+use zen_engine::baseline::{FalconEngine, MmdbEngine, NvcaracalEngine, WblEngine};
 use zen_engine::cc::{self, Protocol};
 use zen_engine::{CcKind, Engine, EngineConfig, EngineKind, EngineWorker, ZenEngine};
 use zen_pmem::Pool;
@@ -80,6 +81,18 @@ impl SimOpened for FalconEngine<SimBackend> {
     }
 }
 
+impl SimOpened for NvcaracalEngine<SimBackend> {
+    fn engine(&self) -> &dyn Engine {
+        self
+    }
+    fn backend(&self) -> &SimBackend {
+        self.pool().backend()
+    }
+    fn release(self: Box<Self>) -> Option<Pool<SimBackend>> {
+        self.into_pool()
+    }
+}
+
 type OpenFn = fn(Pool<SimBackend>, &EngineConfig) -> zen_engine::Result<Box<dyn SimOpened>>;
 
 /// How to create and recover one engine × protocol on the simulator.
@@ -127,6 +140,11 @@ pub fn registration(engine: EngineKind, protocol: CcKind) -> Result<Registration
             kind: EngineKind::Falcon,
             create: |pool, c| Ok(Box::new(FalconEngine::create_on(pool, c)?)),
             open: |pool, c| Ok(Box::new(FalconEngine::open_on(pool, c)?)),
+        },
+        (EngineKind::Nvcaracal, _) => Registration {
+            kind: EngineKind::Nvcaracal,
+            create: |pool, c| Ok(Box::new(NvcaracalEngine::create_on(pool, c)?)),
+            open: |pool, c| Ok(Box::new(NvcaracalEngine::open_on(pool, c)?)),
         },
         (EngineKind::Ideal, _) => {
             return Err(ConfigError::EngineNotCrashCheckable { engine: engine.name() });

@@ -1,0 +1,1138 @@
+//! `nvcaracal`: a deterministic database on NVM (NVCaracal, Wu et al.,
+//! EuroSys '23), behind the deterministic seam (`crate::det`) and, for
+//! interactive callers, the `Engine` trait.
+//!
+//! WHAT LIVES WHERE
+//! ```text
+//!   DRAM   per table an ordered index key → (slot, newest version, its
+//!          epoch) and the slot allocator (free list + bump over pages);
+//!          during an epoch the version arrays (transient versions)
+//!   NVM    catalog; meta page (durable epoch, log seal, log pages); the
+//!          input log; per row ONE dual-version slot (`nvcaracal/layout.rs`)
+//! ```
+//!
+//! AN EPOCH (`run_epoch`; one at a time, under the sequencer lock)
+//! ```text
+//!   log       the epoch's inputs (procedure, declared writes, input bytes)
+//!             written to the log pages, flushed, ONE fence; then the seal
+//!             word = e, persisted (the inputs are durable before anything
+//!             of the epoch runs)
+//!   init      serially, in serial order: for every declared write a pending
+//!             version appended to the row's version array (created with
+//!             the row's committed state as its base)
+//!   execute   N threads; transaction i on thread i mod N, each thread in
+//!             serial order. A read takes the newest version with a smaller
+//!             serial id, waiting while it is pending (the smallest pending
+//!             transaction never waits, so no deadlock and no abort); writes
+//!             are buffered and published at the end of the transaction
+//!             (written, or ignore when the procedure failed or did not
+//!             write a declared key)
+//!   persist   per row written, its final version only, into the older of
+//!             the slot's two versions (epoch word e); each thread fences
+//!   mark      the durable epoch word = e, persisted; then the index is
+//!             updated, deleted slots return to the free list, the version
+//!             arrays are dropped, and the results are returned
+//! ```
+//! RECOVERY (`nvcaracal/recovery.rs`): E = durable epoch, S = seal. The
+//! log is validated first when S = E + 1 (a corrupt one is a typed error
+//! with the pool unchanged); every slot is scanned, versions newer than E
+//! are reverted (epoch word zeroed, persisted), the index and free lists
+//! rebuilt; then epoch E + 1 is replayed from its logged inputs.
+//!
+//! The `Engine` adapter (`NvWorker::execute`): the body runs at submission
+//! against the committed state (one transaction at a time, under the
+//! sequencer lock), its writes become the input of the built-in APPLY
+//! procedure, and that one-transaction epoch runs as above. So interactive
+//! workloads and the crash harness drive the same log/persist/mark path;
+//! the batch path is `DeterministicEngine::submit_epoch`.
+//!
+//! WHAT IT DOES NOT DO (`docs/design/nvcaracal.md`): no DRAM cache of
+//! committed rows (reads of rows not written in the epoch go to NVM), no
+//! out-of-row value pool (every version is inline in its slot, whatever
+//! the row size), no batch append or split-on-demand, no secondary indexes.
+
+pub mod layout;
+mod recovery;
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::RangeInclusive;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use zen_pmem::{CounterSnapshot, Marker, PageOwner, PmemBackend, Pool, PoolOptions, SYSTEM_THREAD};
+
+use super::{backend_options, worker_thread};
+use crate::api::{
+    CacheStats, CommitInfo, Engine, EngineStatus, EngineWorker, RecoveryReport, TableId,
+    TableStatus, Transaction, TxnOptions,
+};
+use crate::catalog::{self, CatalogDoc};
+use crate::config::{BaselineFault, EngineConfig};
+use crate::det::{
+    DeterministicEngine, EpochOutcome, EpochStats, OneShot, OneShotTx, ProcId, ProcedureSet,
+};
+use crate::error::{Error, Result};
+use crate::sched::{Mutex, RwLock};
+use crate::schema::{MAX_KEY, TableSchema};
+
+/// Where a committed row lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowRef {
+    pub slot: u64,
+    /// The version (0 or 1) holding the row.
+    pub newest: u8,
+    /// That version's epoch.
+    pub epoch: u64,
+}
+
+/// Slot allocator of a table: free slots (with the older version of each)
+/// and a bump pointer over the table's last page.
+#[derive(Debug, Default)]
+struct Alloc {
+    free: Vec<u64>,
+    pages: Vec<u64>,
+    next: u64,
+    end: u64,
+}
+
+/// A table: schema, index, allocator.
+pub struct Table {
+    pub schema: TableSchema,
+    pub id: u32,
+    pub row: usize,
+    pub slot_size: u64,
+    index: RwLock<BTreeMap<u64, RowRef>>,
+    alloc: Mutex<Alloc>,
+}
+
+impl Table {
+    fn new(schema: TableSchema, id: u32) -> Table {
+        let row = schema.row_size();
+        Table {
+            schema,
+            id,
+            row,
+            slot_size: layout::slot_size(row),
+            index: RwLock::new(BTreeMap::new()),
+            alloc: Mutex::new(Alloc::default()),
+        }
+    }
+
+    fn check_key(&self, key: u64) -> Result<()> {
+        if key > MAX_KEY {
+            return Err(Error::KeyOutOfRange { table: self.schema.name.clone(), key });
+        }
+        Ok(())
+    }
+
+    fn check_row(&self, len: usize) -> Result<()> {
+        if len != self.row {
+            return Err(Error::WrongTupleSize {
+                table: self.schema.name.clone(),
+                expected: self.row,
+                actual: len,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The nvcaracal engine on backend `B`. See the module docs.
+pub struct NvcaracalEngine<B: PmemBackend> {
+    pool: Pool<B>,
+    meta_page: u64,
+    log_pages: Vec<u64>,
+    tables: RwLock<Vec<Arc<Table>>>,
+    /// One epoch (or catalog change) at a time.
+    seq: Mutex<()>,
+    durable: AtomicU64,
+    procedures: Arc<ProcedureSet>,
+    config: EngineConfig,
+    workers_in_use: Mutex<Vec<bool>>,
+    recovery: Option<RecoveryReport>,
+    fault: Option<BaselineFault>,
+}
+
+/// Version states.
+const PENDING: u8 = 0;
+const WRITTEN: u8 = 1;
+const IGNORE: u8 = 2;
+
+/// One transient version (DRAM, freed with its epoch).
+struct Version {
+    sid: u32,
+    state: AtomicU8,
+    /// `None` inside: a delete.
+    value: OnceLock<Option<Box<[u8]>>>,
+}
+
+/// The version array of a row written in the epoch.
+struct RowVersions {
+    table: u32,
+    key: u64,
+    base: Option<RowRef>,
+    versions: Vec<Version>,
+}
+
+/// A transaction of the epoch, validated.
+struct Prepared<'a> {
+    proc: ProcId,
+    input: &'a [u8],
+    /// Declared writes, deduplicated, with the (row, version) of each.
+    writes: Vec<((u32, u64), usize, usize)>,
+}
+
+/// A transaction's serial id, result and waits, from an execution thread.
+type Ran = (usize, Result<Vec<u8>>, u64);
+
+/// An index change applied once the epoch is durable.
+enum Change {
+    Put(u32, u64, RowRef),
+    Delete(u32, u64, RowRef),
+}
+
+impl<B: PmemBackend> NvcaracalEngine<B> {
+    /// Create a new pool per `config` and an empty engine on it.
+    pub fn create(config: &EngineConfig) -> Result<Self> {
+        config.validate()?;
+        let pool = Pool::<B>::create(
+            &backend_options(config),
+            config.pool_size_bytes,
+            &PoolOptions { page_size: config.page_size_bytes, features: 0 },
+        )?;
+        Self::create_on(pool, config)
+    }
+
+    /// Build an empty engine on a freshly formatted pool.
+    pub fn create_on(pool: Pool<B>, config: &EngineConfig) -> Result<Self> {
+        if pool.catalog_root().is_some() {
+            return Err(Error::InvalidConfig(format!(
+                "{}: pool already holds a catalog; open it instead",
+                pool.path().display()
+            )));
+        }
+        let page = pool.page_size();
+        let count = config.nvcaracal_log_bytes.div_ceil(page).max(1);
+        if layout::META_LOG_IDS + count * 8 > page {
+            return Err(Error::InvalidConfig(format!(
+                "--nvcaracal-log-bytes {} needs {count} log pages, a meta page names at most {}",
+                config.nvcaracal_log_bytes,
+                (page - layout::META_LOG_IDS) / 8
+            )));
+        }
+        let meta_page = pool.allocate_page(SYSTEM_THREAD, PageOwner::SYSTEM)?;
+        let mut log_pages = Vec::new();
+        for _ in 0..count {
+            log_pages.push(pool.allocate_page(SYSTEM_THREAD, PageOwner::SYSTEM)?);
+        }
+        let p = pool.persister(SYSTEM_THREAD);
+        let base = pool.page_offset(meta_page);
+        p.write_u64_atomic(base + layout::META_LOG_PAGES, count);
+        for (i, lp) in log_pages.iter().enumerate() {
+            p.write_u64_atomic(base + layout::META_LOG_IDS + 8 * i as u64, *lp);
+        }
+        p.flush(base + layout::META_LOG_PAGES, 8 + 8 * count);
+        p.fence();
+        p.write_u64_atomic(base, layout::META_MAGIC);
+        p.persist(base, 8);
+        let doc =
+            CatalogDoc { engine: "nvcaracal".into(), floor_page: meta_page, tables: Vec::new() };
+        catalog::write(&pool, SYSTEM_THREAD, &doc)?;
+        Ok(Self::assemble(pool, meta_page, log_pages, Vec::new(), 0, config, None))
+    }
+
+    fn assemble(
+        pool: Pool<B>,
+        meta_page: u64,
+        log_pages: Vec<u64>,
+        tables: Vec<Arc<Table>>,
+        durable: u64,
+        config: &EngineConfig,
+        recovery: Option<RecoveryReport>,
+    ) -> Self {
+        NvcaracalEngine {
+            pool,
+            meta_page,
+            log_pages,
+            tables: RwLock::new(tables),
+            seq: Mutex::new(()),
+            durable: AtomicU64::new(durable),
+            procedures: Arc::clone(&config.procedures.0),
+            config: config.clone(),
+            workers_in_use: Mutex::new(vec![false; config.max_workers]),
+            recovery,
+            fault: config.baseline_fault,
+        }
+    }
+
+    /// Open an existing pool per `config` and recover it.
+    pub fn open(config: &EngineConfig) -> Result<Self> {
+        config.validate()?;
+        Self::open_on(Pool::<B>::open(&backend_options(config))?, config)
+    }
+
+    /// Recover an engine from an opened pool.
+    pub fn open_on(pool: Pool<B>, config: &EngineConfig) -> Result<Self> {
+        recovery::recover(pool, config)
+    }
+
+    /// Drop the engine without the clean shutdown and hand back the pool.
+    pub fn into_pool(self) -> Option<Pool<B>> {
+        Some(self.pool)
+    }
+
+    pub fn pool(&self) -> &Pool<B> {
+        &self.pool
+    }
+
+    /// The meta page (durable epoch, log seal, log page ids).
+    pub fn meta_page(&self) -> u64 {
+        self.meta_page
+    }
+
+    /// The input log's pages, in log order.
+    pub fn log_pages(&self) -> &[u64] {
+        &self.log_pages
+    }
+
+    fn table(&self, id: u32) -> Result<Arc<Table>> {
+        self.tables.read().get(id as usize).cloned().ok_or(Error::UnknownTableId(id))
+    }
+
+    fn meta(&self, off: u64) -> u64 {
+        self.pool.page_offset(self.meta_page) + off
+    }
+
+    /// Bytes the input log holds.
+    pub fn log_capacity(&self) -> u64 {
+        self.log_pages.len() as u64 * self.pool.page_size()
+    }
+
+    /// Write `bytes` at logical offset `at` of the log, flushing each piece.
+    fn log_write(&self, thread: u32, mut at: u64, mut bytes: &[u8], flush: bool) {
+        let p = self.pool.persister(thread);
+        let page = self.pool.page_size();
+        while !bytes.is_empty() {
+            let (i, off) = (at / page, at % page);
+            let n = (page - off).min(bytes.len() as u64) as usize;
+            let dst = self.pool.page_offset(self.log_pages[i as usize]) + off;
+            p.write(dst, &bytes[..n]);
+            if flush {
+                p.flush(dst, n as u64);
+            }
+            bytes = &bytes[n..];
+            at += n as u64;
+        }
+    }
+
+    /// Read `out.len()` bytes at logical offset `at` of the log.
+    fn log_read(&self, thread: u32, mut at: u64, out: &mut [u8]) {
+        let p = self.pool.persister(thread);
+        let page = self.pool.page_size();
+        let mut done = 0;
+        while done < out.len() {
+            let (i, off) = (at / page, at % page);
+            let n = (page - off).min((out.len() - done) as u64) as usize;
+            p.read(
+                self.pool.page_offset(self.log_pages[i as usize]) + off,
+                &mut out[done..done + n],
+            );
+            done += n;
+            at += n as u64;
+        }
+    }
+
+    /// The committed row `r` of `t` into `out`.
+    fn read_row(&self, thread: u32, t: &Table, r: RowRef, out: &mut [u8]) {
+        let at = r.slot + layout::version_offset(t.row, r.newest as usize) + layout::VERSION_HEADER;
+        self.pool.persister(thread).read(at, out);
+    }
+
+    /// A free slot of `t` and the version to write first (its older one).
+    fn allocate_slot(&self, thread: u32, t: &Table) -> Result<(u64, usize)> {
+        let mut a = t.alloc.lock();
+        let slot = if let Some(s) = a.free.pop() {
+            s
+        } else {
+            if a.next + t.slot_size > a.end {
+                let page = self
+                    .pool
+                    .allocate_page(thread, PageOwner { table: t.id, worker: 0 })
+                    .map_err(|_| Error::Abort(crate::error::AbortReason::OutOfSpace))?;
+                let start = self.pool.page_offset(page);
+                a.pages.push(page);
+                a.next = start;
+                a.end = start + self.pool.page_size() / t.slot_size * t.slot_size;
+            }
+            let s = a.next;
+            a.next += t.slot_size;
+            s
+        };
+        let e0 = self.pool.backend().load_u64(slot + layout::version_offset(t.row, 0));
+        let e1 = self.pool.backend().load_u64(slot + layout::version_offset(t.row, 1));
+        Ok((slot, usize::from(e1 < e0)))
+    }
+
+    /// Validate a batch: procedures known, tables known, keys in range;
+    /// the log image of it and its size checked against the log.
+    fn prepare<'a>(&self, txns: &'a [OneShot]) -> Result<(Vec<Prepared<'a>>, Vec<u8>)> {
+        let tables = self.tables.read();
+        let mut out = Vec::with_capacity(txns.len());
+        for t in txns {
+            if !self.procedures.contains(t.proc) {
+                return Err(Error::InvalidArgument(format!("unknown procedure id {}", t.proc.0)));
+            }
+            let mut writes: Vec<((u32, u64), usize, usize)> = Vec::with_capacity(t.writes.len());
+            for &(table, key) in &t.writes {
+                let tb = tables.get(table.0 as usize).ok_or(Error::UnknownTableId(table.0))?;
+                tb.check_key(key)?;
+                if !writes.iter().any(|w| w.0 == (table.0, key)) {
+                    writes.push(((table.0, key), 0, 0));
+                }
+            }
+            out.push(Prepared { proc: t.proc, input: &t.input, writes });
+        }
+        let payload = layout::encode_payload(
+            txns.iter().map(|t| (t.proc.0, t.writes.as_slice(), t.input.as_slice())),
+        );
+        let needed = layout::LOG_HEADER + payload.len() as u64;
+        if needed > self.log_capacity() {
+            return Err(Error::EpochTooLarge {
+                txns: txns.len(),
+                needed_bytes: needed,
+                capacity_bytes: self.log_capacity(),
+            });
+        }
+        Ok((out, payload))
+    }
+
+    /// Log the epoch's inputs durably, then seal them (`seal` = e).
+    fn log_epoch(&self, thread: u32, epoch: u64, txns: u64, payload: &[u8]) {
+        let unpersisted = self.fault == Some(BaselineFault::NvcaracalInputLogUnpersisted);
+        let header = layout::encode_header(epoch, txns, payload, self.procedures.fingerprint());
+        self.log_write(thread, 0, &header, !unpersisted);
+        self.log_write(thread, layout::LOG_HEADER, payload, !unpersisted);
+        let p = self.pool.persister(thread);
+        if !unpersisted {
+            p.fence();
+        }
+        p.write_u64_atomic(self.meta(layout::META_SEAL), epoch);
+        p.persist(self.meta(layout::META_SEAL), 8);
+    }
+
+    /// Persist the durable epoch word.
+    fn mark_epoch(&self, thread: u32, epoch: u64) {
+        let p = self.pool.persister(thread);
+        p.write_u64_atomic(self.meta(layout::META_EPOCH), epoch);
+        p.persist(self.meta(layout::META_EPOCH), 8);
+    }
+
+    /// Run one epoch (module docs). The caller holds `seq`. `log`: write
+    /// the inputs first (false only when recovery replays a logged epoch).
+    /// `threads`: the pool thread slots of the executing threads.
+    fn run_epoch(
+        &self,
+        epoch: u64,
+        txns: &[OneShot],
+        threads: &[u32],
+        log: bool,
+    ) -> Result<EpochOutcome> {
+        let (mut prepared, payload) = self.prepare(txns)?;
+        let mut stats = EpochStats {
+            epoch,
+            txns: txns.len() as u64,
+            log_bytes: layout::LOG_HEADER + payload.len() as u64,
+            ..EpochStats::default()
+        };
+        let lead = threads[0];
+        let started = Instant::now();
+        if log {
+            self.log_epoch(lead, epoch, txns.len() as u64, &payload);
+        }
+        drop(payload);
+        stats.log_us = started.elapsed().as_secs_f64() * 1e6;
+
+        // Initialisation: pending versions in serial order.
+        let started = Instant::now();
+        let tables: Vec<Arc<Table>> = self.tables.read().clone();
+        let mut rows: Vec<RowVersions> = Vec::new();
+        let mut at: HashMap<(u32, u64), usize> = HashMap::new();
+        for (sid, t) in prepared.iter_mut().enumerate() {
+            for w in &mut t.writes {
+                let (table, key) = w.0;
+                let r = *at.entry(w.0).or_insert_with(|| {
+                    let base = tables[table as usize].index.read().get(&key).copied();
+                    rows.push(RowVersions { table, key, base, versions: Vec::new() });
+                    rows.len() - 1
+                });
+                rows[r].versions.push(Version {
+                    sid: sid as u32,
+                    state: AtomicU8::new(PENDING),
+                    value: OnceLock::new(),
+                });
+                w.1 = r;
+                w.2 = rows[r].versions.len() - 1;
+            }
+        }
+        stats.versions = rows.iter().map(|r| r.versions.len() as u64).sum();
+        stats.init_us = started.elapsed().as_secs_f64() * 1e6;
+
+        // Execution: transaction i on thread i mod N, in serial order.
+        let started = Instant::now();
+        let ctx = EpochCtx {
+            engine: self,
+            tables: &tables,
+            rows: &rows,
+            at: &at,
+            prepared: &prepared,
+            value_bytes: AtomicU64::new(0),
+        };
+        let n = threads.len().clamp(1, txns.len().max(1));
+        let mut results: Vec<Option<Result<Vec<u8>>>> = (0..txns.len()).map(|_| None).collect();
+        let mut waits = 0;
+        if n == 1 {
+            for (sid, slot) in results.iter_mut().enumerate() {
+                let (r, w) = ctx.execute(sid, lead);
+                *slot = Some(r);
+                waits += w;
+            }
+        } else {
+            let per: Vec<Vec<Ran>> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..n)
+                    .map(|w| {
+                        let ctx = &ctx;
+                        let thread = threads[w];
+                        s.spawn(move || {
+                            (w..txns.len())
+                                .step_by(n)
+                                .map(|sid| {
+                                    let (r, waits) = ctx.execute(sid, thread);
+                                    (sid, r, waits)
+                                })
+                                .collect()
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().expect("an epoch thread panicked")).collect()
+            });
+            for (sid, r, w) in per.into_iter().flatten() {
+                results[sid] = Some(r);
+                waits += w;
+            }
+        }
+        stats.waits = waits;
+        stats.exec_us = started.elapsed().as_secs_f64() * 1e6;
+        let results: Vec<Result<Vec<u8>>> =
+            results.into_iter().map(|r| r.expect("every transaction ran")).collect();
+        stats.failed = results.iter().filter(|r| r.is_err()).count() as u64;
+        stats.transient_bytes = (rows.capacity() * std::mem::size_of::<RowVersions>()
+            + stats.versions as usize * std::mem::size_of::<Version>()
+            + at.capacity() * std::mem::size_of::<((u32, u64), usize)>())
+            as u64
+            + ctx.value_bytes.load(Ordering::Relaxed);
+
+        // Persist: each row's final version, then the epoch number.
+        let started = Instant::now();
+        let mark_first = self.fault == Some(BaselineFault::NvcaracalEpochMarkFirst);
+        if mark_first {
+            self.mark_epoch(lead, epoch);
+        }
+        let changes: Vec<Result<Vec<Change>>> = if n == 1 {
+            vec![self.persist_rows(&tables, &rows, 0, 1, epoch, lead)]
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (0..n)
+                    .map(|w| {
+                        let (tables, rows, thread) = (&tables, &rows, threads[w]);
+                        s.spawn(move || self.persist_rows(tables, rows, w, n, epoch, thread))
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().expect("a persist thread panicked")).collect()
+            })
+        };
+        let mut all = Vec::new();
+        for c in changes {
+            all.extend(c?);
+        }
+        if !mark_first {
+            self.mark_epoch(lead, epoch);
+        }
+        stats.rows_persisted = all.len() as u64;
+        for c in all {
+            match c {
+                Change::Put(t, k, r) => {
+                    tables[t as usize].index.write().insert(k, r);
+                }
+                Change::Delete(t, k, r) => {
+                    let tb = &tables[t as usize];
+                    tb.index.write().remove(&k);
+                    tb.alloc.lock().free.push(r.slot);
+                }
+            }
+        }
+        self.durable.store(epoch, Ordering::Release);
+        stats.persist_us = started.elapsed().as_secs_f64() * 1e6;
+        drop(rows);
+        Ok(EpochOutcome { results, stats })
+    }
+
+    /// Persist the final versions of rows `w, w + n, …`; one fence.
+    fn persist_rows(
+        &self,
+        tables: &[Arc<Table>],
+        rows: &[RowVersions],
+        w: usize,
+        n: usize,
+        epoch: u64,
+        thread: u32,
+    ) -> Result<Vec<Change>> {
+        let p = self.pool.persister(thread);
+        let mut changes = Vec::new();
+        for r in rows.iter().skip(w).step_by(n) {
+            let Some(last) =
+                r.versions.iter().rev().find(|v| v.state.load(Ordering::Acquire) == WRITTEN)
+            else {
+                continue;
+            };
+            let value = last.value.get().expect("a written version holds its value");
+            let t = &tables[r.table as usize];
+            let (slot, v) = match (r.base, value) {
+                (None, None) => continue,
+                (Some(b), _) => (b.slot, 1 - b.newest as usize),
+                (None, Some(_)) => {
+                    let (slot, v) = self.allocate_slot(thread, t)?;
+                    p.write_u64_atomic(slot, r.key);
+                    p.flush(slot, 8);
+                    (slot, v)
+                }
+            };
+            let at = slot + layout::version_offset(t.row, v);
+            let flags = if value.is_none() { layout::FLAG_TOMBSTONE } else { 0 };
+            if let Some(row) = value {
+                p.write(at + layout::VERSION_HEADER, row);
+            }
+            p.write_u64_atomic(at + 8, flags);
+            p.write_u64_atomic(at, epoch);
+            let len = layout::VERSION_HEADER + value.as_ref().map_or(0, |r| r.len() as u64);
+            p.flush(at, len);
+            let rref = RowRef { slot, newest: v as u8, epoch };
+            changes.push(match value {
+                Some(_) => Change::Put(r.table, r.key, rref),
+                None => Change::Delete(r.table, r.key, rref),
+            });
+        }
+        p.fence();
+        Ok(changes)
+    }
+
+    fn run_locked(&self, txns: &[OneShot], threads: &[u32]) -> Result<EpochOutcome> {
+        let epoch = self.durable.load(Ordering::Acquire) + 1;
+        self.run_epoch(epoch, txns, threads, true)
+    }
+}
+
+/// Shared state of an epoch's execution phase.
+struct EpochCtx<'a, B: PmemBackend> {
+    engine: &'a NvcaracalEngine<B>,
+    tables: &'a [Arc<Table>],
+    rows: &'a [RowVersions],
+    at: &'a HashMap<(u32, u64), usize>,
+    prepared: &'a [Prepared<'a>],
+    value_bytes: AtomicU64,
+}
+
+impl<B: PmemBackend> EpochCtx<'_, B> {
+    /// Run transaction `sid`, publish its versions; (result, waits).
+    fn execute(&self, sid: usize, thread: u32) -> (Result<Vec<u8>>, u64) {
+        let t = &self.prepared[sid];
+        let mut tx = ExecTx { ctx: self, sid: sid as u32, thread, buffer: Vec::new(), waits: 0 };
+        let result = if t.proc == ProcId::APPLY {
+            apply(&mut tx, t.input).map(|()| Vec::new())
+        } else {
+            match self.engine.procedures.get(t.proc) {
+                Some(f) => f(&mut tx, t.input),
+                None => Err(Error::InvalidArgument(format!("unknown procedure id {}", t.proc.0))),
+            }
+        };
+        let ok = result.is_ok();
+        let mut buffer = std::mem::take(&mut tx.buffer);
+        for &(key, r, v) in &t.writes {
+            let version = &self.rows[r].versions[v];
+            let written = if ok { buffer.iter().position(|(k, _)| *k == key) } else { None };
+            match written {
+                Some(i) => {
+                    let value = buffer.swap_remove(i).1;
+                    let bytes = value.as_ref().map_or(0, |v| v.len() as u64);
+                    self.value_bytes.fetch_add(bytes, Ordering::Relaxed);
+                    // The version is set once: only this transaction owns it.
+                    let _ = version.value.set(value.map(Vec::into_boxed_slice));
+                    version.state.store(WRITTEN, Ordering::Release);
+                }
+                None => version.state.store(IGNORE, Ordering::Release),
+            }
+        }
+        (result, tx.waits)
+    }
+}
+
+/// The procedure's view of the database in an epoch.
+struct ExecTx<'a, 'c, B: PmemBackend> {
+    ctx: &'c EpochCtx<'a, B>,
+    sid: u32,
+    thread: u32,
+    buffer: Vec<layout::RowWrite>,
+    waits: u64,
+}
+
+impl<B: PmemBackend> ExecTx<'_, '_, B> {
+    fn declared(&self, table: u32, key: u64) -> Result<()> {
+        let t = &self.ctx.prepared[self.sid as usize];
+        if t.writes.iter().any(|w| w.0 == (table, key)) {
+            return Ok(());
+        }
+        let name = self
+            .ctx
+            .tables
+            .get(table as usize)
+            .map_or_else(|| format!("#{table}"), |t| t.schema.name.clone());
+        Err(Error::UndeclaredWrite { table: name, key })
+    }
+
+    fn write(&mut self, table: TableId, key: u64, row: Option<&[u8]>) -> Result<()> {
+        let t = self.ctx.tables.get(table.0 as usize).ok_or(Error::UnknownTableId(table.0))?;
+        t.check_key(key)?;
+        if let Some(r) = row {
+            t.check_row(r.len())?;
+        }
+        self.declared(table.0, key)?;
+        let value = row.map(<[u8]>::to_vec);
+        match self.buffer.iter_mut().find(|(k, _)| *k == (table.0, key)) {
+            Some(slot) => slot.1 = value,
+            None => self.buffer.push(((table.0, key), value)),
+        }
+        Ok(())
+    }
+}
+
+impl<B: PmemBackend> OneShotTx for ExecTx<'_, '_, B> {
+    fn get(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        let t = self.ctx.tables.get(table.0 as usize).ok_or(Error::UnknownTableId(table.0))?;
+        t.check_key(key)?;
+        t.check_row(out.len())?;
+        if let Some((_, v)) = self.buffer.iter().find(|(k, _)| *k == (table.0, key)) {
+            return Ok(match v {
+                Some(row) => {
+                    out.copy_from_slice(row);
+                    true
+                }
+                None => false,
+            });
+        }
+        let base = match self.ctx.at.get(&(table.0, key)) {
+            Some(&r) => {
+                let row = &self.ctx.rows[r];
+                let before = row.versions.partition_point(|v| v.sid < self.sid);
+                for v in row.versions[..before].iter().rev() {
+                    let mut attempt = 0;
+                    let mut state = v.state.load(Ordering::Acquire);
+                    if state == PENDING {
+                        self.waits += 1;
+                    }
+                    while state == PENDING {
+                        attempt += 1;
+                        crate::api::backoff(attempt.min(8));
+                        state = v.state.load(Ordering::Acquire);
+                    }
+                    if state == WRITTEN {
+                        return Ok(match v.value.get().expect("written versions hold values") {
+                            Some(bytes) => {
+                                out.copy_from_slice(bytes);
+                                true
+                            }
+                            None => false,
+                        });
+                    }
+                }
+                row.base
+            }
+            None => t.index.read().get(&key).copied(),
+        };
+        match base {
+            Some(r) => {
+                self.ctx.engine.read_row(self.thread, t, r, out);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn put(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        self.write(table, key, Some(row))
+    }
+
+    fn delete(&mut self, table: TableId, key: u64) -> Result<()> {
+        self.write(table, key, None)
+    }
+}
+
+/// The built-in APPLY procedure: the logged writes, in order.
+fn apply(tx: &mut dyn OneShotTx, input: &[u8]) -> Result<()> {
+    for (t, k, row) in layout::decode_apply(input)? {
+        match row {
+            Some(r) => tx.put(TableId(t), k, r)?,
+            None => tx.delete(TableId(t), k)?,
+        }
+    }
+    Ok(())
+}
+
+impl<B: PmemBackend> DeterministicEngine for NvcaracalEngine<B> {
+    fn procedures(&self) -> &ProcedureSet {
+        &self.procedures
+    }
+
+    fn submit_epoch(&self, txns: &[OneShot], workers: usize) -> Result<EpochOutcome> {
+        if workers == 0 || workers > self.config.max_workers {
+            return Err(Error::InvalidArgument(format!(
+                "epoch workers {workers} outside 1..={}",
+                self.config.max_workers
+            )));
+        }
+        let _g = self.seq.lock();
+        let threads: Vec<u32> = (0..workers).map(worker_thread).collect();
+        self.run_locked(txns, &threads)
+    }
+
+    fn durable_epoch(&self) -> u64 {
+        self.durable.load(Ordering::Acquire)
+    }
+}
+
+impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
+    fn name(&self) -> &'static str {
+        "nvcaracal"
+    }
+
+    fn cc_name(&self) -> &'static str {
+        "deterministic"
+    }
+
+    fn create_table(&self, schema: &TableSchema) -> Result<TableId> {
+        schema.validate()?;
+        let _g = self.seq.lock();
+        let mut tables = self.tables.write();
+        if let Some(t) = tables.iter().find(|t| t.schema.name == schema.name) {
+            if t.schema == *schema {
+                return Ok(TableId(t.id));
+            }
+            return Err(Error::SchemaMismatch(schema.name.clone()));
+        }
+        if !schema.secondary.is_empty() {
+            return Err(Error::Unsupported(format!(
+                "--engine nvcaracal keeps no secondary indexes (table `{}`)",
+                schema.name
+            )));
+        }
+        crate::registry::check_room(tables.len())?;
+        let mut doc = CatalogDoc {
+            engine: "nvcaracal".into(),
+            floor_page: self.meta_page,
+            tables: tables.iter().map(|t| t.schema.clone()).collect(),
+        };
+        doc.tables.push(schema.clone());
+        catalog::write(&self.pool, SYSTEM_THREAD, &doc)?;
+        let id = tables.len() as u32;
+        tables.push(Arc::new(Table::new(schema.clone(), id)));
+        Ok(TableId(id))
+    }
+
+    fn table_id(&self, name: &str) -> Result<TableId> {
+        self.tables
+            .read()
+            .iter()
+            .find(|t| t.schema.name == name)
+            .map(|t| TableId(t.id))
+            .ok_or_else(|| Error::UnknownTable(name.to_string()))
+    }
+
+    fn schema(&self, table: TableId) -> Result<TableSchema> {
+        Ok(self.table(table.0)?.schema.clone())
+    }
+
+    fn worker(&self) -> Result<Box<dyn EngineWorker + '_>> {
+        let mut used = self.workers_in_use.lock();
+        let id = used.iter().position(|u| !u).ok_or(Error::TooManyWorkers { max: used.len() })?;
+        used[id] = true;
+        Ok(Box::new(NvWorker { engine: self, id }))
+    }
+
+    fn pmem_counters(&self) -> CounterSnapshot {
+        self.pool.total_counters()
+    }
+
+    fn status(&self) -> EngineStatus {
+        let mut status = EngineStatus {
+            engine: "nvcaracal".into(),
+            cc: "deterministic".into(),
+            ..Default::default()
+        };
+        for t in self.tables.read().iter() {
+            status.tables.push(TableStatus {
+                name: t.schema.name.clone(),
+                rows: t.index.read().len() as u64,
+                row_bytes: t.row,
+                heap_pages: t.alloc.lock().pages.len() as u64,
+            });
+        }
+        status.free_pages = self.pool.free_page_count();
+        status.page_count = self.pool.page_count();
+        status
+    }
+
+    fn recovery_report(&self) -> Option<RecoveryReport> {
+        self.recovery.clone()
+    }
+
+    /// (N1) every index entry's slot holds its key and, in the version the
+    /// entry names, a live row of the entry's epoch, newer than the other
+    /// version and not newer than the durable epoch; (N2) no slot is named
+    /// twice; (N3) free slots are named by no entry and lie on the table's
+    /// pages.
+    fn check_invariants(&self) -> Result<()> {
+        let _g = self.seq.lock();
+        let durable = self.durable.load(Ordering::Acquire);
+        let b = self.pool.backend();
+        for t in self.tables.read().iter() {
+            let name = &t.schema.name;
+            let mut slots = std::collections::HashSet::new();
+            for (&key, r) in t.index.read().iter() {
+                let v = layout::version_offset(t.row, r.newest as usize);
+                let o = layout::version_offset(t.row, 1 - r.newest as usize);
+                let (k, e, f, other) = (
+                    b.load_u64(r.slot),
+                    b.load_u64(r.slot + v),
+                    b.load_u64(r.slot + v + 8),
+                    b.load_u64(r.slot + o),
+                );
+                if k != key || e != r.epoch || e == 0 || e > durable || f != 0 || other >= e {
+                    return Err(Error::Corrupt(format!(
+                        "{name} key {key}: slot {} holds key {k}, version epoch {e} flags {f}, other {other} (index says epoch {}, durable {durable})",
+                        r.slot, r.epoch
+                    )));
+                }
+                if !slots.insert(r.slot) {
+                    return Err(Error::Corrupt(format!("{name}: slot {} named twice", r.slot)));
+                }
+            }
+            let a = t.alloc.lock();
+            for s in &a.free {
+                let page = (s - self.pool.page_offset(0)) / self.pool.page_size();
+                if slots.contains(s) || !a.pages.contains(&page) {
+                    return Err(Error::Corrupt(format!(
+                        "{name}: free slot {s} in use or off-table"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        Ok(self.pool.close()?)
+    }
+
+    fn abandon(self: Box<Self>) {
+        self.pool.abandon();
+    }
+
+    fn deterministic(&self) -> Option<&dyn DeterministicEngine> {
+        Some(self)
+    }
+}
+
+/// A registered worker: interactive transactions through the adapter.
+struct NvWorker<'e, B: PmemBackend> {
+    engine: &'e NvcaracalEngine<B>,
+    id: usize,
+}
+
+impl<B: PmemBackend> Drop for NvWorker<'_, B> {
+    fn drop(&mut self) {
+        self.engine.workers_in_use.lock()[self.id] = false;
+    }
+}
+
+impl<B: PmemBackend> EngineWorker for NvWorker<'_, B> {
+    fn id(&self) -> usize {
+        self.id
+    }
+
+    fn execute(
+        &mut self,
+        opts: &TxnOptions,
+        body: &mut dyn FnMut(&mut dyn Transaction) -> Result<()>,
+    ) -> Result<CommitInfo> {
+        let e = self.engine;
+        let thread = worker_thread(self.id);
+        let _g = e.seq.lock();
+        let mut tx = AdapterTx { engine: e, thread, writes: BTreeMap::new() };
+        body(&mut tx)?;
+        if tx.writes.is_empty() {
+            return Ok(CommitInfo { cts: 0, durable: true, writes: 0 });
+        }
+        if opts.read_only {
+            return Err(Error::InvalidArgument("a read-only transaction wrote".into()));
+        }
+        let writes: Vec<layout::RowWrite> = tx.writes.into_iter().collect();
+        let one = OneShot {
+            proc: ProcId::APPLY,
+            input: layout::encode_apply(&writes),
+            writes: writes.iter().map(|((t, k), _)| (TableId(*t), *k)).collect(),
+        };
+        let epoch = e.durable.load(Ordering::Acquire) + 1;
+        let p = e.pool.persister(thread);
+        p.marker(Marker::Begin { txn: epoch });
+        let mut out = e.run_locked(std::slice::from_ref(&one), &[thread])?;
+        out.results.pop().expect("one result per transaction")?;
+        p.marker(Marker::Ack { txn: epoch });
+        Ok(CommitInfo { cts: epoch, durable: true, writes: writes.len() as u32 })
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    fn counters(&self) -> CounterSnapshot {
+        self.engine.pool.counters(worker_thread(self.id)).snapshot()
+    }
+
+    fn cache_stats(&self) -> CacheStats {
+        CacheStats::default()
+    }
+}
+
+/// An interactive transaction: reads the committed state, buffers writes.
+struct AdapterTx<'e, B: PmemBackend> {
+    engine: &'e NvcaracalEngine<B>,
+    thread: u32,
+    writes: BTreeMap<(u32, u64), Option<Vec<u8>>>,
+}
+
+impl<B: PmemBackend> AdapterTx<'_, B> {
+    fn exists(&self, t: &Table, key: u64) -> bool {
+        match self.writes.get(&(t.id, key)) {
+            Some(v) => v.is_some(),
+            None => t.index.read().contains_key(&key),
+        }
+    }
+}
+
+impl<B: PmemBackend> Transaction for AdapterTx<'_, B> {
+    fn get(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        let t = self.engine.table(table.0)?;
+        t.check_key(key)?;
+        t.check_row(out.len())?;
+        if let Some(v) = self.writes.get(&(table.0, key)) {
+            return Ok(match v {
+                Some(row) => {
+                    out.copy_from_slice(row);
+                    true
+                }
+                None => false,
+            });
+        }
+        let r = t.index.read().get(&key).copied();
+        match r {
+            Some(r) => {
+                self.engine.read_row(self.thread, &t, r, out);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn get_for_update(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        self.get(table, key, out)
+    }
+
+    fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        let t = self.engine.table(table.0)?;
+        t.check_key(key)?;
+        t.check_row(row.len())?;
+        if self.exists(&t, key) {
+            return Err(Error::DuplicateKey { table: t.schema.name.clone(), key });
+        }
+        self.writes.insert((table.0, key), Some(row.to_vec()));
+        Ok(())
+    }
+
+    fn update(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        let t = self.engine.table(table.0)?;
+        t.check_key(key)?;
+        t.check_row(row.len())?;
+        if !self.exists(&t, key) {
+            return Err(Error::KeyNotFound { table: t.schema.name.clone(), key });
+        }
+        self.writes.insert((table.0, key), Some(row.to_vec()));
+        Ok(())
+    }
+
+    fn delete(&mut self, table: TableId, key: u64) -> Result<()> {
+        let t = self.engine.table(table.0)?;
+        t.check_key(key)?;
+        if !self.exists(&t, key) {
+            return Err(Error::KeyNotFound { table: t.schema.name.clone(), key });
+        }
+        self.writes.insert((table.0, key), None);
+        Ok(())
+    }
+
+    fn scan(
+        &mut self,
+        table: TableId,
+        range: RangeInclusive<u64>,
+        limit: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize> {
+        let t = self.engine.table(table.0)?;
+        let mut keys: BTreeMap<u64, Option<RowRef>> =
+            t.index.read().range(range.clone()).map(|(k, r)| (*k, Some(*r))).collect();
+        for ((tb, k), _) in self.writes.range((table.0, *range.start())..=(table.0, *range.end())) {
+            debug_assert_eq!(*tb, table.0);
+            keys.insert(*k, None);
+        }
+        let mut row = vec![0u8; t.row];
+        let mut n = 0;
+        for (k, r) in keys {
+            if n >= limit {
+                break;
+            }
+            match (self.writes.get(&(table.0, k)), r) {
+                (Some(Some(buffered)), _) => row.copy_from_slice(buffered),
+                (Some(None), _) => continue,
+                (None, Some(r)) => self.engine.read_row(self.thread, &t, r, &mut row),
+                (None, None) => continue,
+            }
+            n += 1;
+            if !f(k, &row) {
+                break;
+            }
+        }
+        Ok(n)
+    }
+
+    fn lookup_secondary(
+        &mut self,
+        table: TableId,
+        _index: usize,
+        _prefix: &[u8],
+        _limit: usize,
+        _out: &mut Vec<u64>,
+    ) -> Result<()> {
+        Err(Error::Unsupported(format!(
+            "--engine nvcaracal keeps no secondary indexes (table id {})",
+            table.0
+        )))
+    }
+}

@@ -1,0 +1,190 @@
+//! The deterministic-transaction seam, beside [`crate::Engine`].
+//!
+//! `Engine` is interactive (`execute(|tx| …)`): the engine learns what a
+//! transaction writes while it runs. A deterministic engine (Calvin,
+//! Caracal, NVCaracal) needs each transaction's write set *before* it runs,
+//! and runs transactions in batches (epochs) in a serial order fixed up
+//! front. This module is that second seam:
+//!
+//! - a [`OneShot`] is a stored procedure (by [`ProcId`]) plus its input
+//!   bytes plus the `(table, key)`s it may write, declared up front;
+//! - procedures are registered in a [`ProcedureSet`] handed to the engine
+//!   when it is opened (`EngineConfig::procedures`), because recovery
+//!   replays the logged inputs of the crashed epoch with them;
+//! - [`DeterministicEngine::submit_epoch`] runs one batch as one epoch and
+//!   returns each transaction's outcome once the epoch is durable.
+//!
+//! A procedure must be a function of its input and what it reads: no
+//! clocks, no randomness, no shared counters. Writing a key it did not
+//! declare is [`Error::UndeclaredWrite`]: that transaction's writes are all
+//! discarded (its outcome is the error) and the rest of the epoch is not
+//! affected. An `Err` from the procedure (e.g. [`crate::user_abort`]) does
+//! the same; there are no concurrency-control aborts.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::api::TableId;
+use crate::error::{Error, Result};
+
+/// A procedure's index in its [`ProcedureSet`]. [`ProcId::APPLY`] is the
+/// built-in one every set holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct ProcId(pub u32);
+
+impl ProcId {
+    /// The built-in procedure: its input is a list of writes (put or
+    /// delete of whole rows), applied in order. The `Engine` adapter runs
+    /// an interactive transaction's body at submission and logs its writes
+    /// as this procedure's input.
+    pub const APPLY: ProcId = ProcId(0);
+}
+
+/// What a procedure sees of the database while it runs.
+pub trait OneShotTx {
+    /// Copy the row of `key` into `out`; `Ok(false)` when absent. Reads see
+    /// the writes of every transaction before this one in the serial order
+    /// (and this one's own).
+    fn get(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool>;
+    /// Write the row of `key` (insert or replace). `UndeclaredWrite` when
+    /// `(table, key)` is not in the write set.
+    fn put(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()>;
+    /// Delete `key` (a no-op when absent). `UndeclaredWrite` as for `put`.
+    fn delete(&mut self, table: TableId, key: u64) -> Result<()>;
+}
+
+/// A stored procedure: input in, output bytes out (returned to the client
+/// with the durable result).
+pub type ProcFn = dyn Fn(&mut dyn OneShotTx, &[u8]) -> Result<Vec<u8>> + Send + Sync;
+
+/// The procedures an engine can run and replay, by id; id 0 is
+/// [`ProcId::APPLY`].
+#[derive(Clone, Default)]
+pub struct ProcedureSet {
+    names: Vec<String>,
+    procs: Vec<Arc<ProcFn>>,
+}
+
+impl std::fmt::Debug for ProcedureSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcedureSet").field("names", &self.names).finish()
+    }
+}
+
+impl ProcedureSet {
+    pub fn new() -> ProcedureSet {
+        ProcedureSet::default()
+    }
+
+    /// Register `f` under `name`; ids are dense in registration order, from 1.
+    pub fn register(
+        &mut self,
+        name: &str,
+        f: impl Fn(&mut dyn OneShotTx, &[u8]) -> Result<Vec<u8>> + Send + Sync + 'static,
+    ) -> Result<ProcId> {
+        if name == "apply" || self.names.iter().any(|n| n == name) {
+            return Err(Error::InvalidArgument(format!("procedure `{name}` registered twice")));
+        }
+        self.names.push(name.to_string());
+        self.procs.push(Arc::new(f));
+        Ok(ProcId(self.names.len() as u32))
+    }
+
+    /// The id of procedure `name`.
+    pub fn id(&self, name: &str) -> Option<ProcId> {
+        if name == "apply" {
+            return Some(ProcId::APPLY);
+        }
+        self.names.iter().position(|n| n == name).map(|i| ProcId(i as u32 + 1))
+    }
+
+    /// The registered procedure `id` (`None` for APPLY and unknown ids).
+    pub fn get(&self, id: ProcId) -> Option<&Arc<ProcFn>> {
+        (id.0 as usize).checked_sub(1).and_then(|i| self.procs.get(i))
+    }
+
+    /// Whether `id` names a procedure of this set (APPLY included).
+    pub fn contains(&self, id: ProcId) -> bool {
+        id == ProcId::APPLY || self.get(id).is_some()
+    }
+
+    /// FNV-1a of the names in id order: logged with each epoch's inputs,
+    /// so a replay with another set is refused instead of running other code.
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for n in std::iter::once("apply").chain(self.names.iter().map(String::as_str)) {
+            for b in n.bytes().chain(std::iter::once(0)) {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        h
+    }
+}
+
+/// The procedures of an engine configuration (shared, cheap to clone).
+#[derive(Debug, Clone, Default)]
+pub struct Procedures(pub Arc<ProcedureSet>);
+
+impl Procedures {
+    pub fn new(set: ProcedureSet) -> Procedures {
+        Procedures(Arc::new(set))
+    }
+}
+
+/// One deterministic transaction: procedure, input, declared write set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OneShot {
+    pub proc: ProcId,
+    pub input: Vec<u8>,
+    /// Every `(table, key)` the procedure may write (put or delete).
+    pub writes: Vec<(TableId, u64)>,
+}
+
+/// What one epoch did, phase by phase.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EpochStats {
+    pub epoch: u64,
+    pub txns: u64,
+    /// Transactions whose procedure returned `Err` (user aborts and
+    /// undeclared writes): deterministic, so replay reaches the same.
+    pub failed: u64,
+    /// Concurrency-control aborts: none by construction (a reader waits for
+    /// the pending version of an earlier transaction, it never aborts).
+    pub cc_aborts: u64,
+    /// Reads that found a pending version and waited for its writer.
+    pub waits: u64,
+    /// Pending versions inserted by the initialisation phase.
+    pub versions: u64,
+    /// Rows written to NVM at the end of the epoch (one per row written).
+    pub rows_persisted: u64,
+    /// Bytes of transaction inputs logged (and persisted) before execution.
+    pub log_bytes: u64,
+    /// Peak DRAM of the epoch's transient versions (freed at its end).
+    pub transient_bytes: u64,
+    pub log_us: f64,
+    pub init_us: f64,
+    pub exec_us: f64,
+    pub persist_us: f64,
+}
+
+/// The outcome of an epoch: each transaction's result, in submission order.
+#[derive(Debug)]
+pub struct EpochOutcome {
+    pub results: Vec<Result<Vec<u8>>>,
+    pub stats: EpochStats,
+}
+
+/// An engine that runs one-shot transactions in epochs.
+pub trait DeterministicEngine: Send + Sync {
+    /// The procedures it runs (and replays).
+    fn procedures(&self) -> &ProcedureSet;
+    /// Run `txns` as one epoch in this order (the serial order) on `workers`
+    /// threads; returns when the epoch is durable. An `Err` means nothing
+    /// of the epoch ran (bad input: unknown procedure or table, or an epoch
+    /// whose inputs do not fit the input log).
+    fn submit_epoch(&self, txns: &[OneShot], workers: usize) -> Result<EpochOutcome>;
+    /// The last durable epoch.
+    fn durable_epoch(&self) -> u64;
+}

@@ -1,0 +1,303 @@
+//! nvcaracal through its deterministic seam (`zen_engine::det`): the same
+//! seed and inputs give the same state and outputs on 1, 2 and 4 workers,
+//! with no concurrency-control aborts; an undeclared write is a typed error
+//! that leaves the rest of its epoch alone; an epoch too large for the input
+//! log is refused with both sizes; a crash after the inputs are sealed is
+//! recovered by reverting and replaying the epoch; a corrupt input log is a
+//! typed error with the pool file unchanged. (Crash campaigns: the shared
+//! harness, `crates/zen-workload/tests/crash_*.rs`.)
+
+mod baseline_common;
+
+use baseline_common::*;
+use rand::{Rng, SeedableRng, rngs::SmallRng};
+use zen_engine::baseline::NvcaracalEngine;
+use zen_engine::baseline::nvcaracal::layout;
+use zen_engine::{
+    Engine, EngineConfig, EngineKind, Error, OneShot, ProcId, ProcedureSet, Procedures, TableId,
+    user_abort,
+};
+use zen_pmem::FsBackend;
+
+const T: TableId = TableId(0);
+
+/// set(key, value); transfer(from, to, amount) aborting on overdraft;
+/// sneaky(declared, undeclared): writes both.
+fn procedures() -> ProcedureSet {
+    let mut p = ProcedureSet::new();
+    p.register("set", |tx, input| {
+        let (k, v) = (word(input, 0), word(input, 1) as i64);
+        tx.put(T, k, &row(v))?;
+        Ok(Vec::new())
+    })
+    .unwrap();
+    p.register("transfer", |tx, input| {
+        let (from, to, amount) = (word(input, 0), word(input, 1), word(input, 2) as i64);
+        let mut buf = vec![0u8; ROW];
+        let a = if tx.get(T, from, &mut buf)? { value(&buf) } else { 0 };
+        let b = if tx.get(T, to, &mut buf)? { value(&buf) } else { 0 };
+        if a < amount {
+            return Err(user_abort());
+        }
+        tx.put(T, from, &row(a - amount))?;
+        tx.put(T, to, &row(b + amount))?;
+        Ok(a.to_le_bytes().to_vec())
+    })
+    .unwrap();
+    p.register("sneaky", |tx, input| {
+        tx.put(T, word(input, 0), &row(-1))?;
+        tx.put(T, word(input, 1), &row(-2))?;
+        Ok(Vec::new())
+    })
+    .unwrap();
+    p
+}
+
+fn word(input: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(input[i * 8..i * 8 + 8].try_into().unwrap())
+}
+
+fn words(w: &[u64]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn cfg(dir: &std::path::Path) -> EngineConfig {
+    EngineConfig {
+        nvcaracal_log_bytes: 1 << 20,
+        procedures: Procedures::new(procedures()),
+        ..config(EngineKind::Nvcaracal, dir, true)
+    }
+}
+
+fn set(k: u64, v: i64) -> OneShot {
+    OneShot { proc: ProcId(1), input: words(&[k, v as u64]), writes: vec![(T, k)] }
+}
+
+fn transfer(from: u64, to: u64, amount: u64) -> OneShot {
+    OneShot { proc: ProcId(2), input: words(&[from, to, amount]), writes: vec![(T, from), (T, to)] }
+}
+
+/// Three epochs of 400 transfers among 12 accounts (hot: every epoch has
+/// long version arrays), after a load; outputs, final state and the sum of
+/// the stats' cc aborts and waits.
+fn run_seeded(
+    dir: &std::path::Path,
+    workers: usize,
+    seed: u64,
+) -> (Vec<String>, Vec<(u64, i64)>, u64, u64) {
+    let engine = zen_engine::open(&cfg(dir)).unwrap();
+    engine.create_table(&accounts()).unwrap();
+    let det = engine.deterministic().unwrap();
+    let load: Vec<OneShot> = (0..12).map(|k| set(k, 100)).collect();
+    det.submit_epoch(&load, workers).unwrap();
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let (mut outputs, mut cc_aborts, mut waits) = (Vec::new(), 0, 0);
+    for _ in 0..3 {
+        let batch: Vec<OneShot> = (0..400)
+            .map(|_| {
+                let from = rng.random_range(0..12);
+                let to = (from + rng.random_range(1..12)) % 12;
+                transfer(from, to, rng.random_range(1..80))
+            })
+            .collect();
+        let out = det.submit_epoch(&batch, workers).unwrap();
+        assert_eq!(out.stats.txns, 400);
+        assert!(out.stats.rows_persisted <= 12, "{:?}", out.stats);
+        cc_aborts += out.stats.cc_aborts;
+        waits += out.stats.waits;
+        outputs.extend(out.results.iter().map(|r| match r {
+            Ok(v) => format!("ok {v:?}"),
+            Err(e) => format!("err {e}"),
+        }));
+    }
+    engine.check_invariants().unwrap();
+    let state = dump(engine.as_ref(), T);
+    engine.close().unwrap();
+    (outputs, state, cc_aborts, waits)
+}
+
+#[test]
+fn same_seed_same_state_on_1_2_and_4_workers_without_cc_aborts() {
+    let runs: Vec<_> = [1, 2, 4]
+        .into_iter()
+        .map(|w| {
+            let dir = tempfile::tempdir().unwrap();
+            (w, run_seeded(dir.path(), w, 42))
+        })
+        .collect();
+    let (_, (outputs, state, cc, _)) = &runs[0];
+    assert_eq!(*cc, 0);
+    assert_eq!(state.len(), 12);
+    assert_eq!(state.iter().map(|(_, v)| v).sum::<i64>(), 1200, "transfers keep the total");
+    assert!(outputs.iter().any(|o| o.starts_with("err")), "some transfers overdraw");
+    assert!(outputs.iter().any(|o| o.starts_with("ok")));
+    for (w, (o, s, c, _)) in &runs[1..] {
+        assert_eq!(*c, 0, "{w} workers: no concurrency-control aborts");
+        assert_eq!(s, state, "{w} workers: another final state");
+        assert_eq!(o, outputs, "{w} workers: other outputs");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_, other, _, _) = run_seeded(dir.path(), 2, 43);
+    assert_ne!(&other, state, "another seed, another history");
+}
+
+#[test]
+fn an_undeclared_write_fails_alone_and_leaves_the_epoch_unaffected() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = zen_engine::open(&cfg(dir.path())).unwrap();
+    engine.create_table(&accounts()).unwrap();
+    let det = engine.deterministic().unwrap();
+    det.submit_epoch(&[set(1, 10), set(2, 20)], 1).unwrap();
+    let batch = vec![
+        // Declares 2, writes 2 and then 3: typed error, neither write lands.
+        OneShot { proc: ProcId(3), input: words(&[2, 3]), writes: vec![(T, 2)] },
+        // Reads 2 after it: sees 20, not -1.
+        transfer(2, 1, 5),
+        set(4, 40),
+    ];
+    let out = det.submit_epoch(&batch, 2).unwrap();
+    match &out.results[0] {
+        Err(Error::UndeclaredWrite { table, key }) => {
+            assert_eq!((table.as_str(), *key), ("accounts", 3))
+        }
+        other => panic!("expected UndeclaredWrite, got {other:?}"),
+    }
+    assert_eq!(out.results[1].as_ref().unwrap(), &20i64.to_le_bytes().to_vec());
+    assert!(out.results[2].is_ok());
+    assert_eq!(out.stats.failed, 1);
+    assert_eq!(dump(engine.as_ref(), T), vec![(1, 15), (2, 15), (4, 40)]);
+    // Bad input refused before anything runs: the epoch number stays.
+    let before = det.durable_epoch();
+    let unknown = OneShot { proc: ProcId(9), input: Vec::new(), writes: vec![] };
+    assert!(matches!(det.submit_epoch(&[unknown], 1), Err(Error::InvalidArgument(_))));
+    let bad_table =
+        OneShot { proc: ProcId(1), input: words(&[1, 1]), writes: vec![(TableId(7), 1)] };
+    assert!(matches!(det.submit_epoch(&[bad_table], 1), Err(Error::UnknownTableId(7))));
+    assert_eq!(det.durable_epoch(), before);
+    engine.check_invariants().unwrap();
+    engine.close().unwrap();
+}
+
+#[test]
+fn an_epoch_larger_than_the_input_log_is_refused_with_the_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = zen_engine::open(&cfg(dir.path())).unwrap();
+    engine.create_table(&accounts()).unwrap();
+    let det = engine.deterministic().unwrap();
+    let big: Vec<OneShot> = (0..2000)
+        .map(|k| OneShot { proc: ProcId(1), input: vec![0; 1024], writes: vec![(T, k)] })
+        .collect();
+    match det.submit_epoch(&big, 1) {
+        Err(Error::EpochTooLarge { txns, needed_bytes, capacity_bytes }) => {
+            assert_eq!(txns, 2000);
+            assert!(needed_bytes > capacity_bytes && capacity_bytes == 1 << 20);
+        }
+        other => panic!("expected EpochTooLarge, got {other:?}"),
+    }
+    assert_eq!(det.durable_epoch(), 0);
+    assert!(dump(engine.as_ref(), T).is_empty());
+    engine.close().unwrap();
+}
+
+/// Load and run a contended epoch; returns the engine's state.
+fn two_epochs(engine: &NvcaracalEngine<FsBackend>) -> Vec<(u64, i64)> {
+    use zen_engine::DeterministicEngine;
+    engine.create_table(&accounts()).unwrap();
+    engine.submit_epoch(&(0..6).map(|k| set(k, 50)).collect::<Vec<_>>(), 1).unwrap();
+    let batch: Vec<OneShot> = (0..60).map(|i| transfer(i % 6, (i * 5 + 1) % 6, 7)).collect();
+    engine.submit_epoch(&batch, 2).unwrap();
+    dump(engine, T)
+}
+
+#[test]
+fn a_crash_after_the_seal_is_reverted_and_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(dir.path());
+    let engine = NvcaracalEngine::<FsBackend>::create(&c).unwrap();
+    let state = two_epochs(&engine);
+    // The crash: epoch 2's rows and seal are durable, its mark is not.
+    let meta = engine.pool().page_offset(engine.meta_page());
+    let pool = engine.into_pool().unwrap();
+    let p = pool.persister(0);
+    assert_eq!(p.read_u64(meta + layout::META_EPOCH), 2);
+    p.write_u64_atomic(meta + layout::META_EPOCH, 1);
+    p.persist(meta + layout::META_EPOCH, 8);
+    pool.abandon();
+    let reopened = zen_engine::open(&EngineConfig { create: false, ..c.clone() }).unwrap();
+    let report = reopened.recovery_report().unwrap();
+    let phase = |n: &str| report.phases.iter().find(|p| p.name == n).unwrap().tuples;
+    assert_eq!(phase("replay"), 60, "{report:?}");
+    assert!(phase("revert") > 0 && report.uncommitted_discarded == phase("revert"));
+    assert_eq!(dump(reopened.as_ref(), T), state, "replay reaches the crashed run's state");
+    assert_eq!(reopened.deterministic().unwrap().durable_epoch(), 2);
+    reopened.check_invariants().unwrap();
+    // A clean reopen has nothing to replay.
+    reopened.close().unwrap();
+    let again = zen_engine::open(&EngineConfig { create: false, ..c }).unwrap();
+    let report = again.recovery_report().unwrap();
+    assert_eq!(report.uncommitted_discarded, 0);
+    assert_eq!(dump(again.as_ref(), T), state);
+    again.close().unwrap();
+}
+
+#[test]
+fn a_corrupt_input_log_is_a_typed_error_and_leaves_the_pool_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(dir.path());
+    let engine = NvcaracalEngine::<FsBackend>::create(&c).unwrap();
+    two_epochs(&engine);
+    let meta = engine.pool().page_offset(engine.meta_page());
+    let log = engine.pool().page_offset(engine.log_pages()[0]);
+    let pool = engine.into_pool().unwrap();
+    let p = pool.persister(0);
+    // Epoch 2 is sealed but not marked, and one payload byte is flipped.
+    p.write_u64_atomic(meta + layout::META_EPOCH, 1);
+    let mut byte = [0u8; 1];
+    p.read(log + layout::LOG_HEADER + 3, &mut byte);
+    p.write(log + layout::LOG_HEADER + 3, &[byte[0] ^ 0x40]);
+    p.persist(0, pool.page_count() * pool.page_size());
+    pool.abandon();
+    let path = c.pool.clone().unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let reopen = EngineConfig { create: false, ..c.clone() };
+    match zen_engine::open(&reopen) {
+        Err(Error::InputLogCorrupt { epoch, detail }) => {
+            assert_eq!(epoch, 2);
+            assert!(detail.contains("checksum"), "{detail}");
+        }
+        Err(other) => panic!("expected InputLogCorrupt, got {other}"),
+        Ok(_) => panic!("a corrupt input log was replayed"),
+    }
+    assert!(std::fs::read(&path).unwrap() == before, "the refused recovery wrote to the pool");
+    // Another procedure set: refused as well, before any write.
+    let mut other = ProcedureSet::new();
+    other.register("set", |_, _| Ok(Vec::new())).unwrap();
+    let wrong = EngineConfig { procedures: Procedures::new(other), ..reopen };
+    assert!(matches!(zen_engine::open(&wrong), Err(Error::InputLogCorrupt { .. })));
+    assert!(std::fs::read(&path).unwrap() == before);
+}
+
+#[test]
+fn interactive_transactions_run_as_one_transaction_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = zen_engine::open(&cfg(dir.path())).unwrap();
+    let t = engine.create_table(&accounts()).unwrap();
+    let mut w = engine.worker().unwrap();
+    w.run(&immediate(), |tx| (0..4).try_for_each(|k| tx.insert(t, k, &row(k as i64)))).unwrap();
+    assert_eq!(engine.deterministic().unwrap().durable_epoch(), 1);
+    let c = w
+        .execute(&immediate(), &mut |tx| {
+            tx.update(t, 1, &row(11))?;
+            tx.delete(t, 2)
+        })
+        .unwrap();
+    assert!(c.durable && c.cts == 2 && c.writes == 2);
+    let err = w.execute(&immediate(), &mut |tx| tx.insert(t, 1, &row(0))).unwrap_err();
+    assert!(matches!(err, Error::DuplicateKey { .. }), "{err}");
+    assert_eq!(engine.deterministic().unwrap().durable_epoch(), 2, "a failed body runs no epoch");
+    drop(w);
+    assert_eq!(dump(engine.as_ref(), t), vec![(0, 0), (1, 11), (3, 3)]);
+    assert!(matches!(engine.create_table(&owners()), Err(Error::Unsupported(_))));
+    engine.check_invariants().unwrap();
+    engine.close().unwrap();
+}

@@ -61,9 +61,8 @@ impl EngineKind {
     pub fn supported_cc(self) -> &'static [CcKind] {
         match self {
             EngineKind::Zen => &CcKind::ALL,
-            EngineKind::Ideal | EngineKind::Mmdb | EngineKind::Wbl | EngineKind::Falcon => {
-                &[CcKind::Silo]
-            }
+            EngineKind::Ideal | EngineKind::Mmdb | EngineKind::Wbl => &[CcKind::Silo],
+            EngineKind::Falcon => &crate::baseline::occ::protocol::CORE_PROTOCOLS,
         }
     }
     /// Whether the design runs protocol `cc`.

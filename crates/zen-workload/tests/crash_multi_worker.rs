@@ -116,3 +116,11 @@ fn wbl() {
 fn falcon() {
     design(EngineKind::Falcon, CcKind::Silo, 2);
 }
+#[test]
+fn falcon_no_wait() {
+    design(EngineKind::Falcon, CcKind::NoWait, 2);
+}
+#[test]
+fn falcon_mvcc() {
+    design(EngineKind::Falcon, CcKind::Mvcc, 2);
+}

@@ -8,7 +8,8 @@
 //! | [`wbl`] | versions in NVM with per-tuple CC metadata, DRAM tuple cache | each new version (one fence per tuple), a (cp, cd) record per group | undo versions in (cp, cd], rebuild indexes |
 //! | [`falcon`] | one slot per tuple in NVM, updated in place | a redo record in a small per-worker window (flushed under ADR only), then the tuples (selective write-back) | replay the windows, rebuild indexes |
 //!
-//! All three run on [`occ`], a Silo core in DRAM; a design is a [`occ::Store`].
+//! All run on [`occ`], a Silo core in DRAM (falcon also with its no-wait and
+//! MVCC protocols, `occ/protocol.rs`); a design is a [`occ::Store`].
 //! Every NVM byte goes through `zen_pmem::Persister`, so bytes, flushes and
 //! fences are counted exactly as Zen's are.
 

@@ -168,11 +168,14 @@ struct Version {
 
 const SHARDS: usize = 64;
 
+/// One shard of the heap: (table, rid) → its old versions, oldest first.
+type Shard = Mutex<HashMap<(u32, u64), Vec<Version>>>;
+
 /// The DRAM version heap of a multi-version core: per (table, rid) the
 /// superseded versions still visible to some running transaction, oldest
 /// first.
 pub struct VersionHeap {
-    shards: Box<[Mutex<HashMap<(u32, u64), Vec<Version>>>]>,
+    shards: Box<[Shard]>,
     bytes: AtomicU64,
 }
 
@@ -186,7 +189,7 @@ impl Default for VersionHeap {
 }
 
 impl VersionHeap {
-    fn shard(&self, table: u32, rid: u64) -> &Mutex<HashMap<(u32, u64), Vec<Version>>> {
+    fn shard(&self, table: u32, rid: u64) -> &Shard {
         let h = rid.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(table);
         &self.shards[(h >> 58) as usize % SHARDS]
     }

@@ -78,7 +78,9 @@ fn bank_with(kind: EngineKind, cc: CcKind, threads: usize, durability: Durabilit
     let dir = tempfile::tempdir().unwrap();
     let open = |kind, dir: &std::path::Path, create| {
         zen_engine::open(&zen_engine::EngineConfig { cc, ..config(kind, dir, create) })
-            .unwrap_or_else(|e| panic!("{}/{}: open (create {create}): {e}", kind.name(), cc.name()))
+            .unwrap_or_else(|e| {
+                panic!("{}/{}: open (create {create}): {e}", kind.name(), cc.name())
+            })
     };
     let engine = open(kind, dir.path(), true);
     let t = engine.create_table(&accounts()).unwrap();

@@ -19,9 +19,9 @@ use std::thread::JoinHandle;
 use crate::sched::{Mutex, RwLock};
 use zen_pmem::CounterSnapshot;
 
+use super::protocol::{Mode, VersionHeap};
 use super::table::Table;
 use super::txn::OccWorker;
-use super::protocol::{Mode, VersionHeap};
 use super::{Store, tid};
 use crate::api::{Engine, EngineStatus, EngineWorker, RecoveryReport, TableId, TableStatus};
 use crate::config::EngineConfig;
@@ -163,7 +163,8 @@ impl<S: Store> Core<S> {
                 if tid::is_locked(word) {
                     return Err(corrupt(format!("key {key}: record locked in a quiescent engine")));
                 }
-                if t.records.get(rid).cc.load(Ordering::Acquire) != 0 && self.mode == Mode::Locking {
+                if t.records.get(rid).cc.load(Ordering::Acquire) != 0 && self.mode == Mode::Locking
+                {
                     return Err(corrupt(format!("key {key}: 2PL lock held in a quiescent engine")));
                 }
                 if tid::is_absent(word) || t.secondary.is_empty() {

@@ -127,9 +127,7 @@ pub fn lock_exclusive(word: &AtomicU64, me: usize) -> bool {
         if cur & !bit != 0 {
             return false;
         }
-        if word
-            .compare_exchange(cur, EXCLUSIVE | bit, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+        if word.compare_exchange(cur, EXCLUSIVE | bit, Ordering::AcqRel, Ordering::Acquire).is_ok()
         {
             return true;
         }

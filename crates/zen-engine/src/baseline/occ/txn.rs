@@ -244,7 +244,8 @@ impl<'e, S: Store> OccWorker<'e, S> {
                 return Ok(tid::make(wts, !present));
             }
             protocol::raise(&r.cc, ts);
-            let hit = !tid::is_absent(t1) && S::read_row(self.core, &mut self.local, t, rid, t1, out);
+            let hit =
+                !tid::is_absent(t1) && S::read_row(self.core, &mut self.local, t, rid, t1, out);
             fence(Ordering::Acquire);
             if r.tid.load(Ordering::SeqCst) == t1 {
                 if !tid::is_absent(t1) {

@@ -24,9 +24,12 @@ pub use ideal::IdealEngine;
 pub use mmdb::MmdbEngine;
 pub use wbl::WblEngine;
 
-use zen_pmem::{BackendKind, DaxBackend, DramBackend, EmuBackend, FsBackend, HeapBackend};
+use zen_pmem::{
+    BackendKind, DaxBackend, DramBackend, EmuBackend, FsBackend, HeapBackend, PmemBackend, Pool,
+};
 
 use crate::api::Engine;
+use crate::catalog::{self, CatalogDoc};
 use crate::config::{EngineConfig, EngineKind};
 use crate::error::{Error, Result};
 
@@ -68,6 +71,32 @@ pub fn backend_options(config: &EngineConfig) -> zen_pmem::BackendOptions {
         domain: config.domain,
         latency: config.latency,
     }
+}
+
+/// Read the catalog of a pool that engine `engine` made (`a_engine`: its
+/// name with the article, for the message) and check the magic word of its
+/// meta page (the catalog's floor page). The catalog and the meta page's
+/// offset; a pool of another engine is `WrongEngine`.
+pub(crate) fn open_catalog<B: PmemBackend>(
+    pool: &Pool<B>,
+    engine: &str,
+    a_engine: &str,
+    magic: u64,
+) -> Result<(CatalogDoc, u64)> {
+    let doc = catalog::read(pool)?.ok_or_else(|| {
+        Error::Corrupt(format!(
+            "{}: pool has no catalog (not {a_engine} pool, or its creation crashed)",
+            pool.path().display()
+        ))
+    })?;
+    if doc.engine != engine {
+        return Err(Error::WrongEngine { expected: engine.into(), found: doc.engine });
+    }
+    let meta = pool.page_offset(doc.floor_page);
+    if pool.backend().load_u64(meta) != magic {
+        return Err(Error::Corrupt(format!("meta page {}: bad magic", doc.floor_page)));
+    }
+    Ok((doc, meta))
 }
 
 /// `ideal`: create only (validated by `EngineConfig::validate`).

@@ -65,8 +65,7 @@ pub fn recover<B: PmemBackend>(
     config: &EngineConfig,
 ) -> Result<Core<FalconStore<B>>> {
     let started = Instant::now();
-    let (doc, _) =
-        crate::baseline::open_catalog(&pool, "falcon", "a falcon", layout::META_MAGIC)?;
+    let (doc, _) = crate::baseline::open_catalog(&pool, "falcon", "a falcon", layout::META_MAGIC)?;
     let thread = BACKGROUND_THREAD;
     let root = pool.catalog_root().map(u64::from);
     let (mut heap, mut logs) = (Vec::new(), Vec::new());

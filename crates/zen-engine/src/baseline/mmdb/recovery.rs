@@ -43,8 +43,7 @@ type Tables = Vec<Arc<Table<MmdbTable>>>;
 
 pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<Core<MmdbStore<B>>> {
     let started = Instant::now();
-    let (doc, meta) =
-        crate::baseline::open_catalog(&pool, "mmdb", "an mmdb", layout::META_MAGIC)?;
+    let (doc, meta) = crate::baseline::open_catalog(&pool, "mmdb", "an mmdb", layout::META_MAGIC)?;
     let root = layout::decode_root(pool.backend().load_u64(meta + layout::OFF_CHECKPOINT_ROOT))
         .map_err(|w| Error::Corrupt(format!("checkpoint root word {w:#x} does not check")))?;
     let thread = BACKGROUND_THREAD;

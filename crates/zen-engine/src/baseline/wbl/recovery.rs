@@ -49,8 +49,7 @@ struct Found {
 
 pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<Core<WblStore<B>>> {
     let started = Instant::now();
-    let (doc, meta) =
-        crate::baseline::open_catalog(&pool, "wbl", "a wbl", layout::META_MAGIC)?;
+    let (doc, meta) = crate::baseline::open_catalog(&pool, "wbl", "a wbl", layout::META_MAGIC)?;
     let last = last_record(&pool, meta)?;
     if last.cd >= ts::MAX_CTS / 2 {
         return Err(Error::Corrupt(format!("write-behind record {last:?}: cd beyond the clock")));

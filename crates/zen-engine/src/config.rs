@@ -72,11 +72,10 @@ impl EngineKind {
     pub fn supported_cc(self) -> &'static [CcKind] {
         match self {
             EngineKind::Zen => &CcKind::ALL,
-            EngineKind::Ideal
-            | EngineKind::Mmdb
-            | EngineKind::Wbl
-            | EngineKind::Falcon
-            | EngineKind::Nvcaracal => &[CcKind::Silo],
+            EngineKind::Ideal | EngineKind::Mmdb | EngineKind::Wbl | EngineKind::Nvcaracal => {
+                &[CcKind::Silo]
+            }
+            EngineKind::Falcon => &crate::baseline::occ::protocol::CORE_PROTOCOLS,
         }
     }
     /// Whether the design runs protocol `cc`.

@@ -207,9 +207,17 @@ fn configurations_that_make_no_sense_are_refused() {
     );
     refused(zen_engine::EngineConfig { create: false, ..ideal.clone() }, "no recovery");
     for kind in BASELINES {
-        assert_eq!(kind.supported_cc(), &[CcKind::Silo]);
         let c = config(kind, dir.path(), true);
-        refused(zen_engine::EngineConfig { cc: CcKind::Mvcc, ..c.clone() }, "supports: silo");
+        if kind == EngineKind::Falcon {
+            assert_eq!(kind.supported_cc(), &[CcKind::Silo, CcKind::NoWait, CcKind::Mvcc]);
+            refused(
+                zen_engine::EngineConfig { cc: CcKind::Tictoc, ..c.clone() },
+                "supports: silo, no-wait, mvcc",
+            );
+        } else {
+            assert_eq!(kind.supported_cc(), &[CcKind::Silo]);
+            refused(zen_engine::EngineConfig { cc: CcKind::Mvcc, ..c.clone() }, "supports: silo");
+        }
         refused(
             zen_engine::EngineConfig { fault: Some(Fault::NoFenceBeforeLp), ..c.clone() },
             "applies to --engine zen",

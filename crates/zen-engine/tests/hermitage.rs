@@ -1216,17 +1216,23 @@ measures), and the scripts' expected output with `UPDATE_GOLDENFILES=1`.
 "
 }
 
-/// The falcon engine (Silo on the shared OCC core, rows in NVM updated in
-/// place) runs every script too: each anomaly prevented. Its cells are not
-/// in the matrix (that is protocol × anomaly on Zen); they are asserted here.
+/// The falcon engine (rows in NVM updated in place) runs every script too,
+/// with each protocol it runs on the shared OCC core (Silo, no-wait, MVCC):
+/// each anomaly prevented. Its cells are not in the matrix (that is
+/// protocol × anomaly on Zen); they are asserted here.
 #[test]
 fn falcon_prevents_every_anomaly() {
     let mut failures = Vec::new();
-    for (stem, _) in SCRIPTS {
-        let script = Script::load(stem);
-        let run = run_design(&script, EngineKind::Falcon, CcKind::Silo);
-        if !run.cell.acceptable() {
-            failures.push(format!("{stem}: {}: {}", run.cell.label(), run.cell.detail));
+    let protocols = EngineKind::Falcon.supported_cc();
+    assert!(protocols.len() >= 3, "falcon runs Silo, a 2PL and an MVCC protocol");
+    for &cc in protocols {
+        for (stem, _) in SCRIPTS {
+            let script = Script::load(stem);
+            let run = run_design(&script, EngineKind::Falcon, cc);
+            if !run.cell.acceptable() {
+                let (label, detail) = (run.cell.label(), &run.cell.detail);
+                failures.push(format!("{}/{stem}: {label}: {detail}", cc.name()));
+            }
         }
     }
     assert!(failures.is_empty(), "falcon:\n{}", failures.join("\n"));

@@ -180,34 +180,40 @@ fn both_checkers_catch_a_write_skew_and_an_aborted_read() {
     assert_eq!(check_adya(&aborted).valid, adya::Valid::False);
 }
 
-/// falcon (Silo on the shared OCC core, rows updated in place in NVM) under
-/// both checkers, on a pool file under ADR and on eADR with hot tracking.
+/// falcon (rows updated in place in NVM) under both checkers, with each
+/// protocol it runs on the shared OCC core (Silo, no-wait, MVCC), on a pool
+/// file under ADR and on eADR with hot tracking (the domain alternates
+/// with the protocol, to keep the test short).
 #[test]
 fn falcon_histories_are_serializable_and_both_checkers_agree() {
     let seed = zen_pmem::sim::seed_from_env(0xFA1C0);
-    for (round, domain) in [zen_pmem::PersistenceDomain::Adr, zen_pmem::PersistenceDomain::Eadr]
-        .into_iter()
-        .enumerate()
-    {
+    let domains = [zen_pmem::PersistenceDomain::Adr, zen_pmem::PersistenceDomain::Eadr];
+    let runs = zen_engine::EngineKind::Falcon
+        .supported_cc()
+        .iter()
+        .flat_map(|&cc| domains.map(|d| (cc, d)))
+        .filter(|&(cc, d)| cc == CcKind::Silo || (cc == CcKind::Mvcc) == (d == domains[0]));
+    for (round, (cc, domain)) in runs.enumerate() {
         let dir = tempfile::tempdir().unwrap();
         let config = zen_engine::EngineConfig {
             engine: zen_engine::EngineKind::Falcon,
             pmem: zen_pmem::BackendKind::Fs,
             pool: Some(dir.path().join("falcon.pool")),
             domain,
-            ..dram_config(CcKind::Silo)
+            ..dram_config(cc)
         };
         let history = run_history_on(&config, seed + round as u64);
         let ours = check_ours(&history);
         let theirs = check_adya(&history);
-        assert!(ours.is_ok(), "falcon {domain:?}: our checker: {ours:?}");
+        let cc = cc.name();
+        assert!(ours.is_ok(), "falcon/{cc} {domain:?}: our checker: {ours:?}");
         assert_eq!(
             theirs.valid,
             adya::Valid::True,
-            "falcon {domain:?}: {:?}",
+            "falcon/{cc} {domain:?}: {:?}",
             theirs.anomaly_types
         );
         let committed = history.iter().filter(|t| t.committed).count();
-        assert!(committed > TXNS, "falcon: only {committed} transactions committed");
+        assert!(committed > TXNS, "falcon/{cc}: only {committed} transactions committed");
     }
 }

@@ -40,7 +40,9 @@
 //! the last key: consistent because checks run on a quiescent engine.
 //!
 //! LOADING. [`Loader`] batches inserts into transactions of
-//! [`LOAD_BATCH_ROWS`] rows and syncs at the end; [`load_parallel`] spreads
+//! [`LOAD_BATCH_ROWS`] rows, or fewer once they hold [`LOAD_BATCH_BYTES`]
+//! (so a batch of 1 KiB YCSB rows fits falcon's default 64 KiB log window),
+//! and syncs at the end; [`load_parallel`] spreads
 //! independent parts of a population over worker threads.
 
 use std::ops::RangeInclusive;
@@ -70,6 +72,9 @@ pub const MIN_SCAN_CHUNK_ROWS: usize = 16;
 const CACHE_FULL_RETRIES: u32 = 8;
 /// Rows per transaction of [`Loader`].
 pub const LOAD_BATCH_ROWS: usize = 64;
+/// Row bytes at which [`Loader`] commits a batch before it has
+/// [`LOAD_BATCH_ROWS`] rows (half of falcon's default log window).
+pub const LOAD_BATCH_BYTES: usize = 32 << 10;
 
 const SPEC_BYTES: u16 = 2048;
 const SPEC_KEY: u64 = 0;
@@ -347,7 +352,11 @@ impl<'e> Loader<'e> {
     pub fn insert(&mut self, table: TableId, key: u64, data: &[u8]) -> Result<()> {
         self.pending.push((table, key, self.bytes.len(), data.len()));
         self.bytes.extend_from_slice(data);
-        if self.pending.len() >= LOAD_BATCH_ROWS { self.flush() } else { Ok(()) }
+        if self.pending.len() >= LOAD_BATCH_ROWS || self.bytes.len() >= LOAD_BATCH_BYTES {
+            self.flush()
+        } else {
+            Ok(())
+        }
     }
 
     /// Commit the queued inserts.

@@ -121,3 +121,11 @@ fn falcon() {
 fn nvcaracal() {
     design(EngineKind::Nvcaracal, CcKind::Silo, 4);
 }
+#[test]
+fn falcon_no_wait() {
+    design(EngineKind::Falcon, CcKind::NoWait, 2);
+}
+#[test]
+fn falcon_mvcc() {
+    design(EngineKind::Falcon, CcKind::Mvcc, 2);
+}

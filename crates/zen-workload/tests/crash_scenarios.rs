@@ -428,6 +428,31 @@ fn falcon_crash_during_tombstone_reuse_and_reinsert() {
 }
 
 #[test]
+fn falcon_crash_with_two_workers_and_reuse_under_no_wait_and_mvcc() {
+    // falcon's other protocols (`occ/protocol.rs`): the persist path is
+    // Silo's, but MVCC keeps old versions in DRAM and commits with the
+    // timestamp drawn at begin, and no-wait holds 2PL locks to the end.
+    let mut reuse: Vec<Step> =
+        (0..3).map(|i| vec![(0, 6, Some(i), false), (0, 3, Some(-i), false)]).collect();
+    reuse.push(vec![(0, 3, None, false)]);
+    reuse.push(vec![(0, 8, Some(88), true)]);
+    reuse.push(vec![(0, 6, None, false)]);
+    reuse.push(vec![(0, 6, Some(66), true)]);
+    let scripts = [
+        Script { blobs: true, workers: two_workers(), ..Script::one("two-workers", vec![]) },
+        Script { blobs: true, ..Script::one("reuse", reuse) },
+    ];
+    for cc in [CcKind::NoWait, CcKind::Mvcc] {
+        for script in &scripts {
+            baseline(EngineKind::Falcon, script, Budgets { paranoid: 6, ..BASELINE }, |c| {
+                c.cc = cc;
+                c.tuning.falcon_window_bytes = Some(1024);
+            });
+        }
+    }
+}
+
+#[test]
 fn falcon_inp_crash_with_a_page_sized_log_under_eadr() {
     // The Inp variant (page-sized log, written back) in eADR mode only:
     // the other modes are ADR, where it behaves as the full design.

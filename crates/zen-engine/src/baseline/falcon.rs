@@ -52,9 +52,13 @@
 //! records; (F3) free slots belong to no record; (F4) every record's slot
 //! lies on a slot boundary of a heap page of its table.
 //!
+//! PROTOCOLS: `--cc silo` (Falcon's OCC), `no-wait` (2PL) and `mvcc`
+//! (timestamp ordering, old versions in the core's DRAM version heap), all
+//! three in the OCC core (`occ/protocol.rs`); the persist path above is the
+//! same for each.
+//!
 //! WHAT IT DOES NOT DO (and `docs/design/falcon.md` says why)
-//!   Only `--cc silo` (Falcon's OCC; its 2PL, TO and MVCC variants would
-//!   need the Met-Cache protocols, which live in Zen); no persistent index
+//!   Falcon's TO and other 2PL variants (wait-die, dl-detect); no persistent index
 //!   (Falcon's default NVM index is Dash/NBTree in NVM; we implement its
 //!   "DRAM Index" variant); rows are written and logged whole (the API
 //!   updates whole rows; Falcon logs and writes the changed columns).
@@ -150,6 +154,7 @@ impl<B: PmemBackend> FalconEngine<B> {
 
     /// Build an empty engine on a freshly formatted pool.
     pub fn create_on(pool: Pool<B>, config: &EngineConfig) -> Result<Self> {
+        check_protocol(config)?;
         if pool.catalog_root().is_some() {
             return Err(Error::InvalidConfig(format!(
                 "{}: pool already holds a catalog; open it instead",
@@ -176,6 +181,7 @@ impl<B: PmemBackend> FalconEngine<B> {
 
     /// Recover an engine from an opened pool.
     pub fn open_on(pool: Pool<B>, config: &EngineConfig) -> Result<Self> {
+        check_protocol(config)?;
         Ok(OccEngine::from_core(recovery::recover(pool, config)?))
     }
 
@@ -239,6 +245,21 @@ impl<B: PmemBackend> FalconStore<B> {
     fn data_flush(&self) -> DataFlush {
         if self.eadr { self.variant.data_flush() } else { DataFlush::All }
     }
+}
+
+/// The protocols falcon runs (`occ/protocol.rs`); the crash harness builds
+/// engines on pools without `EngineConfig::validate`, so this is checked
+/// here too.
+fn check_protocol(config: &EngineConfig) -> Result<()> {
+    if EngineKind::Falcon.supports(config.cc) {
+        return Ok(());
+    }
+    let allowed: Vec<&str> = EngineKind::Falcon.supported_cc().iter().map(|c| c.name()).collect();
+    Err(Error::InvalidConfig(format!(
+        "--engine falcon does not run --cc {}; it supports: {}",
+        config.cc.name(),
+        allowed.join(", ")
+    )))
 }
 
 /// Bytes of each worker's ring: the window (at most a page's room), or the

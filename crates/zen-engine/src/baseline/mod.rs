@@ -9,7 +9,9 @@
 //! | [`nvcaracal`] | one dual-version slot per row in NVM, pending versions of the running epoch in DRAM | the epoch's inputs (logged before it runs), each row's final version once per epoch, then the epoch number | revert the crashed epoch's versions, replay its logged inputs |
 //! | [`falcon`] | one slot per tuple in NVM, updated in place | a redo record in a small per-worker window (flushed under ADR only), then the tuples (selective write-back) | replay the windows, rebuild indexes |
 //!
-//! mmdb, wbl and falcon run on [`occ`], a Silo core in DRAM; a design is a [`occ::Store`].
+//! ideal, mmdb, wbl and falcon run on [`occ`], a Silo core in DRAM (falcon
+//! also with its no-wait and MVCC protocols, `occ/protocol.rs`); a design is
+//! a [`occ::Store`]. nvcaracal runs its own deterministic epochs.
 //! Every NVM byte goes through `zen_pmem::Persister`, so bytes, flushes and
 //! fences are counted exactly as Zen's are.
 
@@ -26,9 +28,12 @@ pub use mmdb::MmdbEngine;
 pub use nvcaracal::NvcaracalEngine;
 pub use wbl::WblEngine;
 
-use zen_pmem::{BackendKind, DaxBackend, DramBackend, EmuBackend, FsBackend, HeapBackend};
+use zen_pmem::{
+    BackendKind, DaxBackend, DramBackend, EmuBackend, FsBackend, HeapBackend, PmemBackend, Pool,
+};
 
 use crate::api::Engine;
+use crate::catalog::{self, CatalogDoc};
 use crate::config::{EngineConfig, EngineKind};
 use crate::error::{Error, Result};
 
@@ -70,6 +75,32 @@ pub fn backend_options(config: &EngineConfig) -> zen_pmem::BackendOptions {
         domain: config.domain,
         latency: config.latency,
     }
+}
+
+/// Read the catalog of a pool that engine `engine` made (`a_engine`: its
+/// name with the article, for the message) and check the magic word of its
+/// meta page (the catalog's floor page). The catalog and the meta page's
+/// offset; a pool of another engine is `WrongEngine`.
+pub(crate) fn open_catalog<B: PmemBackend>(
+    pool: &Pool<B>,
+    engine: &str,
+    a_engine: &str,
+    magic: u64,
+) -> Result<(CatalogDoc, u64)> {
+    let doc = catalog::read(pool)?.ok_or_else(|| {
+        Error::Corrupt(format!(
+            "{}: pool has no catalog (not {a_engine} pool, or its creation crashed)",
+            pool.path().display()
+        ))
+    })?;
+    if doc.engine != engine {
+        return Err(Error::WrongEngine { expected: engine.into(), found: doc.engine });
+    }
+    let meta = pool.page_offset(doc.floor_page);
+    if pool.backend().load_u64(meta) != magic {
+        return Err(Error::Corrupt(format!("meta page {}: bad magic", doc.floor_page)));
+    }
+    Ok((doc, meta))
 }
 
 /// `ideal`: create only (validated by `EngineConfig::validate`).

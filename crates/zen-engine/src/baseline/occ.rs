@@ -35,21 +35,23 @@
 //! ```
 //!
 //! GUARANTEES
-//!   Serializable and strict for the protocol (`--cc silo`): writes are
+//!   Serializable and strict for Silo (`--cc silo`): writes are
 //!   installed after the commit decision; a reader never returns a locked
 //!   row. Scans are phantom-safe: the index range is re-scanned at commit and
 //!   any record that appeared in it live (or locked) aborts. Reading a missing
 //!   key creates an absent placeholder record, so a later insert is detected.
 //!
 //! WHAT IT DOES NOT DO
-//!   Only Silo: the other protocols of `CcKind` are Zen's (they live on the
-//!   Met-Cache), and `EngineKind::supported_cc` says so. No epochs, no
+//!   Of `CcKind`, only Silo, no-wait and MVCC (`protocol.rs`; falcon enables
+//!   the last two, `EngineKind::supported_cc`); the others are Zen's (they
+//!   live on the Met-Cache). No epochs, no
 //!   snapshot reads for read-only transactions, no record or index garbage
 //!   collection (deleted keys keep an absent record). Secondary-index lookups
 //!   are not validated (as in Zen).
 
 pub mod commit;
 pub mod engine;
+pub mod protocol;
 pub mod table;
 pub mod txn;
 

@@ -44,7 +44,6 @@ use super::{FalconStore, FalconTable};
 use crate::api::{RecoveryReport, TableId};
 use crate::baseline::occ::{Core, Store, Table, tid};
 use crate::baseline::{BACKGROUND_THREAD, recovery_threads, worker_thread};
-use crate::catalog;
 use crate::config::EngineConfig;
 use crate::error::{Error, Result};
 use crate::ts::{self, Clock};
@@ -66,19 +65,7 @@ pub fn recover<B: PmemBackend>(
     config: &EngineConfig,
 ) -> Result<Core<FalconStore<B>>> {
     let started = Instant::now();
-    let doc = catalog::read(&pool)?.ok_or_else(|| {
-        Error::Corrupt(format!(
-            "{}: pool has no catalog (not a falcon pool, or its creation crashed)",
-            pool.path().display()
-        ))
-    })?;
-    if doc.engine != "falcon" {
-        return Err(Error::WrongEngine { expected: "falcon".into(), found: doc.engine });
-    }
-    let meta = pool.page_offset(doc.floor_page);
-    if pool.backend().load_u64(meta) != layout::META_MAGIC {
-        return Err(Error::Corrupt(format!("meta page {}: bad magic", doc.floor_page)));
-    }
+    let (doc, _) = crate::baseline::open_catalog(&pool, "falcon", "a falcon", layout::META_MAGIC)?;
     let thread = BACKGROUND_THREAD;
     let root = pool.catalog_root().map(u64::from);
     let (mut heap, mut logs) = (Vec::new(), Vec::new());
@@ -383,24 +370,14 @@ fn rebuild_free_lists<B: PmemBackend>(
     pages: &[(u64, PageOwner)],
     winners: &[Live],
 ) {
-    let page_size = store.pool.page_size();
-    let mut live: HashMap<u64, Vec<bool>> = HashMap::new();
-    for w in winners {
-        let t = &tables[w.table as usize];
-        let page = w.slot / page_size;
-        let per_page = layout::slots_per_page(page_size, t.ext.slot_size) as usize;
-        let index = (w.slot - page * page_size - layout::PAGE_HEADER) / t.ext.slot_size;
-        live.entry(page).or_insert_with(|| vec![false; per_page])[index as usize] = true;
-    }
-    for &(page, owner) in pages {
-        let t = &tables[owner.table as usize];
-        let bits = live.remove(&page).unwrap_or_default();
-        t.ext.regions[usize::from(owner.worker)].lock().add_recovered_page(
-            page,
-            store.pool.page_offset(page),
-            &bits,
-        );
-    }
+    crate::baseline::wbl::space::rebuild_regions(
+        store.pool.page_size(),
+        |page| store.pool.page_offset(page),
+        pages,
+        winners.iter().map(|w| (w.table, w.slot)),
+        |table| tables[table as usize].ext.slot_size,
+        |table, worker| &tables[table as usize].ext.regions[worker],
+    );
 }
 
 /// (F1)–(F4) of `falcon.rs`, for a quiescent engine.

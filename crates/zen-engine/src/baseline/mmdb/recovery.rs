@@ -35,7 +35,6 @@ use super::{CheckpointState, MmdbStore, MmdbTable};
 use crate::api::{RecoveryReport, TableId};
 use crate::baseline::occ::{Core, Store, Table, dram_budget_bytes, tid};
 use crate::baseline::{BACKGROUND_THREAD, recovery_threads, volatile_thread, worker_thread};
-use crate::catalog;
 use crate::config::EngineConfig;
 use crate::error::{Error, Result};
 use crate::ts::{self, Clock};
@@ -44,19 +43,7 @@ type Tables = Vec<Arc<Table<MmdbTable>>>;
 
 pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<Core<MmdbStore<B>>> {
     let started = Instant::now();
-    let doc = catalog::read(&pool)?.ok_or_else(|| {
-        Error::Corrupt(format!(
-            "{}: pool has no catalog (not an mmdb pool, or its creation crashed)",
-            pool.path().display()
-        ))
-    })?;
-    if doc.engine != "mmdb" {
-        return Err(Error::WrongEngine { expected: "mmdb".into(), found: doc.engine });
-    }
-    let meta = pool.page_offset(doc.floor_page);
-    if pool.backend().load_u64(meta) != layout::META_MAGIC {
-        return Err(Error::Corrupt(format!("meta page {}: bad magic", doc.floor_page)));
-    }
+    let (doc, meta) = crate::baseline::open_catalog(&pool, "mmdb", "an mmdb", layout::META_MAGIC)?;
     let root = layout::decode_root(pool.backend().load_u64(meta + layout::OFF_CHECKPOINT_ROOT))
         .map_err(|w| Error::Corrupt(format!("checkpoint root word {w:#x} does not check")))?;
     let thread = BACKGROUND_THREAD;

@@ -5,8 +5,9 @@
 //! holds and, after `enter_commit`, calls `leave_commit(None)`. Nothing has
 //! been made durable by then; what `prepare` reserved it gives back itself.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{Ordering, fence};
 
+use super::protocol::{Garbage, Mode};
 use super::tid;
 use super::txn::{OccWorker, ScanItem, WriteKind, backoff};
 use super::{Store, Tables};
@@ -19,16 +20,20 @@ const LOCK_SPINS: u32 = 64;
 
 impl<S: Store> OccWorker<'_, S> {
     pub(super) fn commit(&mut self) -> Result<CommitInfo> {
+        let versioned = self.core.mode == Mode::MultiVersion;
         if self.writes.is_empty() {
-            self.validate()?;
+            if !versioned {
+                self.validate()?;
+            }
             return Ok(CommitInfo { cts: 0, durable: true, writes: 0 });
         }
         self.lock_write_set()?;
         let core = self.core;
         S::enter_commit(core, &mut self.local);
-        let cts = core.clock.next(self.id);
+        let cts = if versioned { self.ts } else { core.clock.next(self.id) };
         let tables = self.tables.clone();
-        let decided = self.validate().and_then(|()| {
+        let checked = if versioned { self.check_timestamp_order() } else { self.validate() };
+        let decided = checked.and_then(|()| {
             S::prepare(core, &mut self.local, cts, &mut self.writes, &self.data, &tables)
         });
         if let Err(e) = decided {
@@ -76,6 +81,27 @@ impl<S: Store> OccWorker<'_, S> {
         self.writes
             .binary_search_by_key(&(table, rid), |w| (w.table, w.rid))
             .is_ok_and(|i| self.writes[i].locked.is_some())
+    }
+
+    /// MVCC (`protocol.rs`, commit): with the write set locked, each head
+    /// must be older than the transaction and unread by younger ones; an
+    /// insert also needs the table unscanned by younger ones.
+    fn check_timestamp_order(&self) -> Result<()> {
+        // The writer's half of the head check (readers: `protocol::raise`).
+        fence(Ordering::SeqCst);
+        let ts = self.ts;
+        for w in &self.writes {
+            let t = &self.tables[w.table as usize];
+            let prev = w.locked.expect("the write set is locked");
+            let rts = t.records.get(w.rid).cc.load(Ordering::SeqCst);
+            if tid::cts_of(prev) >= ts
+                || rts > ts
+                || (w.kind == WriteKind::Insert && t.scan_rts.load(Ordering::SeqCst) > ts)
+            {
+                return Err(Error::Abort(AbortReason::TimestampOrder));
+            }
+        }
+        Ok(())
     }
 
     /// Silo's read validation, then every scanned range (phantoms).
@@ -128,22 +154,30 @@ impl<S: Store> OccWorker<'_, S> {
     fn install(&mut self, cts: u64, tables: &Tables<S::TableExt>) {
         // The worker's row buffer holds old rows for the secondary indexes.
         let mut old = std::mem::take(&mut self.row_buf);
+        let versioned = self.core.mode == Mode::MultiVersion;
         for i in 0..self.writes.len() {
             let w = self.writes[i];
             let t = &tables[w.table as usize];
             let prev = w.locked.expect("the write set is locked at install");
             let new_row = (w.kind != WriteKind::Delete)
                 .then(|| &self.data[w.data_at..w.data_at + t.row_bytes]);
+            let had_old = !tid::is_absent(prev);
+            if had_old && (versioned || !t.secondary.is_empty()) {
+                old.resize(t.row_bytes, 0);
+                S::read_row(self.core, &mut self.local, t, w.rid, prev, &mut old);
+            }
             if !t.secondary.is_empty() {
-                let had_old = !tid::is_absent(prev);
-                if had_old {
-                    old.resize(t.row_bytes, 0);
-                    S::read_row(self.core, &mut self.local, t, w.rid, prev, &mut old);
-                }
                 t.maintain_secondary(w.key, had_old.then_some(&old[..]), new_row);
             }
+            if versioned {
+                // Before the new head is published (`protocol.rs`, install).
+                let row = had_old.then_some(&old[..]);
+                self.core.versions.push(w.table, w.rid, tid::cts_of(prev), cts, row);
+                let key = w.key;
+                self.garbage.push_back(Garbage { table: w.table, rid: w.rid, key, until: cts });
+            }
             S::install_row(self.core, &mut self.local, t, &w, new_row, cts);
-            if w.deleted() {
+            if w.deleted() && !versioned {
                 // Still locked: the deleted key leaves the ordered index, so
                 // scans no longer walk it (I1, `index.rs`; no snapshots here).
                 t.index.unlink(w.key);

@@ -8,7 +8,8 @@
 //!
 //! Invariants of a quiescent engine, checked by `check_invariants` before the
 //! store's own: (O1) no record is locked; (O2) no two keys share a record;
-//! (O3) each secondary index holds exactly the entries of the live rows.
+//! (O3) each secondary index holds exactly the entries of the live rows;
+//! (O4) under no-wait, no 2PL lock is held.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,6 +19,7 @@ use std::thread::JoinHandle;
 use crate::sched::{Mutex, RwLock};
 use zen_pmem::CounterSnapshot;
 
+use super::protocol::{Mode, VersionHeap};
 use super::table::Table;
 use super::txn::OccWorker;
 use super::{Store, tid};
@@ -43,6 +45,13 @@ pub struct Core<S: Store> {
     workers_in_use: Mutex<Vec<bool>>,
     pub recovery: Option<RecoveryReport>,
     stop: AtomicBool,
+    /// The protocol (`protocol.rs`).
+    pub mode: Mode,
+    /// MVCC: per worker, a bound below its running transaction's timestamp
+    /// (`u64::MAX` when idle).
+    active: Box<[AtomicU64]>,
+    /// MVCC: old versions (`protocol.rs`).
+    pub versions: VersionHeap,
 }
 
 impl<S: Store> Core<S> {
@@ -71,7 +80,27 @@ impl<S: Store> Core<S> {
             workers_in_use: Mutex::new(vec![false; config.max_workers]),
             recovery,
             stop: AtomicBool::new(false),
+            mode: Mode::of(config.cc).unwrap_or(Mode::Optimistic),
+            active: (0..config.max_workers).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            versions: VersionHeap::default(),
         }
+    }
+
+    /// MVCC: publish worker `id` as active, then draw its timestamp.
+    pub(super) fn begin_versioned(&self, id: usize) -> u64 {
+        self.active[id].store(self.clock.now(), Ordering::SeqCst);
+        self.clock.next(id)
+    }
+
+    /// MVCC: worker `id` runs no transaction.
+    pub(super) fn end_versioned(&self, id: usize) {
+        self.active[id].store(u64::MAX, Ordering::Release);
+    }
+
+    /// MVCC: no running or future transaction has a timestamp below this.
+    pub(super) fn min_active(&self) -> u64 {
+        let now = self.clock.now();
+        self.active.iter().map(|a| a.load(Ordering::SeqCst)).fold(now, u64::min)
     }
 
     pub fn tables(&self) -> Arc<Vec<Arc<Table<S::TableExt>>>> {
@@ -133,6 +162,10 @@ impl<S: Store> Core<S> {
                 let word = t.records.get(rid).tid.load(Ordering::Acquire);
                 if tid::is_locked(word) {
                     return Err(corrupt(format!("key {key}: record locked in a quiescent engine")));
+                }
+                if t.records.get(rid).cc.load(Ordering::Acquire) != 0 && self.mode == Mode::Locking
+                {
+                    return Err(corrupt(format!("key {key}: 2PL lock held in a quiescent engine")));
                 }
                 if tid::is_absent(word) || t.secondary.is_empty() {
                     continue;

@@ -8,6 +8,8 @@
 //!   tid   cts << 2 | ABSENT | LOCK      the Silo TID word (see `occ.rs`)
 //!   loc   where the row lives           engine-defined (`DramRows` index, NVM offset)
 //!   aux   engine-defined                (wbl: versions << 32 | cache entry + 1)
+//!   cc    protocol-defined              (2PL: lock word; MVCC: read timestamp;
+//!                                        Silo: unused), `occ/protocol.rs`
 //! ```
 //!
 //! Records are created on first insert *and* on a read of a missing key (an
@@ -65,11 +67,17 @@ pub struct Record {
     pub tid: AtomicU64,
     pub loc: AtomicU64,
     pub aux: AtomicU64,
+    pub cc: AtomicU64,
 }
 
 impl Default for Record {
     fn default() -> Self {
-        Record { tid: AtomicU64::new(tid::ABSENT), loc: AtomicU64::new(0), aux: AtomicU64::new(0) }
+        Record {
+            tid: AtomicU64::new(tid::ABSENT),
+            loc: AtomicU64::new(0),
+            aux: AtomicU64::new(0),
+            cc: AtomicU64::new(0),
+        }
     }
 }
 
@@ -166,6 +174,9 @@ pub struct Table<X> {
     pub index: PrimaryIndex,
     pub records: Records,
     pub secondary: Vec<SecondaryIndex>,
+    /// MVCC: the largest timestamp of a transaction that scanned this table
+    /// (an insert by an older transaction aborts, `occ/protocol.rs`).
+    pub scan_rts: AtomicU64,
     pub ext: X,
 }
 
@@ -181,6 +192,7 @@ impl<X> Table<X> {
             index: PrimaryIndex::default(),
             records: Records::new(),
             secondary,
+            scan_rts: AtomicU64::new(0),
             ext,
         }
     }

@@ -12,7 +12,12 @@
 //! WRITES are buffered. An insert locks its (absent) record at once, so two
 //! inserts of one key conflict at the second (`InsertConflict`); update and
 //! delete read the record first (so it is validated) and lock at commit.
+//!
+//! PROTOCOLS. Under no-wait, every read takes a shared 2PL lock first and
+//! every write an exclusive one (released in `end`); under MVCC, reads go to
+//! `read_version` at the transaction's timestamp (`protocol.rs`).
 
+use std::collections::VecDeque;
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -20,6 +25,7 @@ use std::sync::atomic::{Ordering, fence};
 use zen_pmem::CounterSnapshot;
 
 use super::engine::Core;
+use super::protocol::{self, Garbage, Mode};
 use super::table::Table;
 use super::{Store, hit_or_miss, tid};
 use crate::api::{
@@ -94,6 +100,12 @@ pub struct OccWorker<'e, S: Store> {
     pub(super) row_buf: Vec<u8>,
     /// The options of the explicit transaction open on this worker, if any.
     explicit: Option<TxnOptions>,
+    /// MVCC: the running transaction's timestamp (its Tx-CTS).
+    pub(super) ts: u64,
+    /// No-wait: the records whose 2PL lock this transaction holds.
+    held: Vec<(u32, u64)>,
+    /// MVCC: versions this worker superseded, oldest first.
+    pub(super) garbage: VecDeque<Garbage>,
 }
 
 impl<'e, S: Store> OccWorker<'e, S> {
@@ -114,6 +126,9 @@ impl<'e, S: Store> OccWorker<'e, S> {
             last_cts: 0,
             row_buf: Vec::new(),
             explicit: None,
+            ts: 0,
+            held: Vec::new(),
+            garbage: VecDeque::new(),
         }
     }
 
@@ -123,6 +138,9 @@ impl<'e, S: Store> OccWorker<'e, S> {
             self.tables = self.core.tables();
             self.tables_version = version;
         }
+        if self.core.mode == Mode::MultiVersion {
+            self.ts = self.core.begin_versioned(self.id);
+        }
     }
 
     fn end(&mut self) {
@@ -131,6 +149,112 @@ impl<'e, S: Store> OccWorker<'e, S> {
         self.data.clear();
         self.scans.clear();
         self.seen.clear();
+        for (table, rid) in self.held.drain(..) {
+            protocol::unlock(&self.tables[table as usize].records.get(rid).cc, self.id);
+        }
+        if self.core.mode == Mode::MultiVersion {
+            self.core.end_versioned(self.id);
+            self.collect_versions();
+        }
+    }
+
+    /// MVCC: drop the versions this worker superseded that no transaction
+    /// can read any more; a key deleted that long ago leaves the ordered
+    /// index (`protocol.rs`, gc).
+    fn collect_versions(&mut self) {
+        let Some(first) = self.garbage.front() else { return };
+        let horizon = self.core.min_active();
+        if first.until > horizon {
+            return;
+        }
+        while let Some(&g) = self.garbage.front() {
+            if g.until > horizon {
+                break;
+            }
+            self.garbage.pop_front();
+            if !self.core.versions.collect(g.table, g.rid, horizon) {
+                continue;
+            }
+            let t = &self.tables[g.table as usize];
+            let word = &t.records.get(g.rid).tid;
+            let cur = word.load(Ordering::Acquire);
+            if !tid::is_absent(cur) || tid::cts_of(cur) > horizon {
+                continue;
+            }
+            if let Some(prev) = tid::try_lock(word) {
+                S::on_lock(self.core, &mut self.local, t, g.rid);
+                if prev == cur {
+                    t.index.unlink(g.key);
+                }
+                S::on_unlock(self.core, &mut self.local, t, g.rid);
+                tid::unlock(word, prev);
+            }
+        }
+    }
+
+    /// No-wait: take the 2PL lock of (t, rid), shared or exclusive; a
+    /// conflict aborts at once.
+    fn lock_record(&mut self, t: &Table<S::TableExt>, rid: u64, exclusive: bool) -> Result<()> {
+        let word = &t.records.get(rid).cc;
+        let held = word.load(Ordering::Acquire) & (1 << self.id) != 0;
+        let granted = if exclusive {
+            protocol::lock_exclusive(word, self.id)
+        } else {
+            protocol::lock_shared(word, self.id)
+        };
+        if !granted {
+            return Err(Error::Abort(AbortReason::WriteLocked));
+        }
+        if !held {
+            self.held.push((t.id.0, rid));
+        }
+        Ok(())
+    }
+
+    /// A read under the core's protocol: the TID observed (`read_current`,
+    /// after a shared lock under no-wait; `read_version` under MVCC).
+    fn read_record(&mut self, t: &Table<S::TableExt>, rid: u64, out: &mut [u8]) -> Result<u64> {
+        match self.core.mode {
+            Mode::Optimistic => self.read_current(t, rid, out),
+            Mode::Locking => {
+                self.lock_record(t, rid, false)?;
+                self.read_current(t, rid, out)
+            }
+            Mode::MultiVersion => self.read_version(t, rid, out),
+        }
+    }
+
+    /// MVCC: the version of `rid` visible at the transaction's timestamp
+    /// (`protocol.rs`, read); returns `tid::make(wts, absent)`.
+    fn read_version(&mut self, t: &Table<S::TableExt>, rid: u64, out: &mut [u8]) -> Result<u64> {
+        let r = t.records.get(rid);
+        let ts = self.ts;
+        for spin in 0..SPIN_LIMIT {
+            let t1 = r.tid.load(Ordering::SeqCst);
+            if tid::is_locked(t1) {
+                backoff(spin);
+                continue;
+            }
+            if tid::cts_of(t1) > ts {
+                let (wts, present) = self
+                    .core
+                    .versions
+                    .read(t.id.0, rid, ts, out)
+                    .ok_or(Error::Abort(AbortReason::TimestampOrder))?;
+                return Ok(tid::make(wts, !present));
+            }
+            protocol::raise(&r.cc, ts);
+            let hit =
+                !tid::is_absent(t1) && S::read_row(self.core, &mut self.local, t, rid, t1, out);
+            fence(Ordering::Acquire);
+            if r.tid.load(Ordering::SeqCst) == t1 {
+                if !tid::is_absent(t1) {
+                    hit_or_miss(&mut self.stats, hit);
+                }
+                return Ok(t1);
+            }
+        }
+        Err(Error::Abort(AbortReason::LockTimeout))
     }
 
     /// Table `table`, borrowed from the engine's registry for as long as the
@@ -206,11 +330,25 @@ impl<'e, S: Store> OccWorker<'e, S> {
 
     /// Read `key` (read-your-writes first); `Ok(false)` when absent.
     fn get(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
+        self.get_locking(table, key, out, false)
+    }
+
+    /// `get`; `exclusive`: under no-wait, lock for the write to come.
+    fn get_locking(
+        &mut self,
+        table: TableId,
+        key: u64,
+        out: &mut [u8],
+        exclusive: bool,
+    ) -> Result<bool> {
         let t = self.table(table)?;
         Self::check_key(t, key)?;
         Self::check_row(t, out.len())?;
         self.check_access_limit()?;
         let rid = t.lookup_or_create(key).ok_or(Error::Abort(AbortReason::OutOfSpace))?;
+        if exclusive && self.core.mode == Mode::Locking {
+            self.lock_record(t, rid, true)?;
+        }
         if let Some(i) = self.find_write(table.0, rid) {
             let w = self.writes[i];
             if w.deleted() {
@@ -219,7 +357,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
             out.copy_from_slice(&self.data[w.data_at..w.data_at + t.row_bytes]);
             return Ok(true);
         }
-        let observed = self.read_current(t, rid, out)?;
+        let observed = self.read_record(t, rid, out)?;
         self.reads.push(ReadItem { table: table.0, rid, observed });
         Ok(!tid::is_absent(observed))
     }
@@ -268,6 +406,9 @@ impl<'e, S: Store> OccWorker<'e, S> {
             }
             return Ok(());
         }
+        if self.core.mode == Mode::Locking {
+            self.lock_record(t, rid, true)?;
+        }
         // A record this transaction read already is not read again: acting
         // on a second, different view (e.g. "deleted meanwhile") would turn a
         // conflict into a wrong answer; commit validates the first view.
@@ -306,6 +447,27 @@ impl<'e, S: Store> OccWorker<'e, S> {
             self.writes[i].kind = WriteKind::Update;
             self.set_row(i, row);
             return Ok(());
+        }
+        match self.core.mode {
+            Mode::Optimistic => {}
+            Mode::Locking => self.lock_record(t, rid, true)?,
+            Mode::MultiVersion => {
+                // What the key holds at our timestamp decides "duplicate";
+                // a head newer than that cannot be superseded by us.
+                let mut scratch = std::mem::take(&mut self.row_buf);
+                scratch.resize(t.row_bytes, 0);
+                let observed = self.read_version(t, rid, &mut scratch);
+                self.row_buf = scratch;
+                let observed = observed?;
+                if !tid::is_absent(observed) {
+                    self.reads.push(ReadItem { table: table.0, rid, observed });
+                    return Err(duplicate());
+                }
+                let head = t.records.get(rid).tid.load(Ordering::Acquire);
+                if tid::cts_of(head) > self.ts {
+                    return Err(Error::Abort(AbortReason::TimestampOrder));
+                }
+            }
         }
         let word = &t.records.get(rid).tid;
         let cur = word.load(Ordering::Acquire);
@@ -364,6 +526,9 @@ impl<'e, S: Store> OccWorker<'e, S> {
         f: &mut dyn FnMut(u64, &[u8]) -> bool,
         row: &mut [u8],
     ) -> Result<usize> {
+        if self.core.mode == Mode::MultiVersion {
+            protocol::raise(&t.scan_rts, self.ts);
+        }
         let seen_at = self.seen.len();
         let mut visited = 0;
         let mut last = high;
@@ -406,7 +571,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
             row.copy_from_slice(&self.data[w.data_at..w.data_at + t.row_bytes]);
             return Ok(true);
         }
-        let observed = self.read_current(t, rid, row)?;
+        let observed = self.read_record(t, rid, row)?;
         if tid::is_absent(observed) {
             return Ok(false);
         }
@@ -455,7 +620,7 @@ impl<S: Store> Transaction for OccTxn<'_, '_, S> {
         self.w.get(table, key, out)
     }
     fn get_for_update(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
-        self.w.get(table, key, out)
+        self.w.get_locking(table, key, out, true)
     }
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
         self.w.insert(table, key, row)
@@ -572,7 +737,7 @@ impl<S: Store> Transaction for OccWorker<'_, S> {
         OccWorker::get(self, table, key, out)
     }
     fn get_for_update(&mut self, table: TableId, key: u64, out: &mut [u8]) -> Result<bool> {
-        OccWorker::get(self, table, key, out)
+        self.get_locking(table, key, out, true)
     }
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
         OccWorker::insert(self, table, key, row)

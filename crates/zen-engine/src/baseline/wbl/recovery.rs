@@ -34,7 +34,6 @@ use super::{WblStore, WblTable, space};
 use crate::api::{RecoveryReport, TableId};
 use crate::baseline::occ::{Core, Store, Table, tid};
 use crate::baseline::{BACKGROUND_THREAD, recovery_threads, worker_thread};
-use crate::catalog;
 use crate::config::EngineConfig;
 use crate::error::{Error, Result};
 use crate::ts::{self, Clock};
@@ -50,19 +49,7 @@ struct Found {
 
 pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<Core<WblStore<B>>> {
     let started = Instant::now();
-    let doc = catalog::read(&pool)?.ok_or_else(|| {
-        Error::Corrupt(format!(
-            "{}: pool has no catalog (not a wbl pool, or its creation crashed)",
-            pool.path().display()
-        ))
-    })?;
-    if doc.engine != "wbl" {
-        return Err(Error::WrongEngine { expected: "wbl".into(), found: doc.engine });
-    }
-    let meta = pool.page_offset(doc.floor_page);
-    if pool.backend().load_u64(meta) != layout::META_MAGIC {
-        return Err(Error::Corrupt(format!("meta page {}: bad magic", doc.floor_page)));
-    }
+    let (doc, meta) = crate::baseline::open_catalog(&pool, "wbl", "a wbl", layout::META_MAGIC)?;
     let last = last_record(&pool, meta)?;
     if last.cd >= ts::MAX_CTS / 2 {
         return Err(Error::Corrupt(format!("write-behind record {last:?}: cd beyond the clock")));
@@ -335,24 +322,14 @@ fn rebuild_free_lists<B: PmemBackend>(
     pages: &[(u64, PageOwner)],
     winners: &[Found],
 ) {
-    let page_size = store.pool.page_size();
-    let mut live: HashMap<u64, Vec<bool>> = HashMap::new();
-    for w in winners {
-        let t = &tables[w.table as usize];
-        let page = w.slot / page_size;
-        let per_page = layout::slots_per_page(page_size, t.ext.slot_size) as usize;
-        let index = (w.slot - page * page_size - layout::PAGE_HEADER) / t.ext.slot_size;
-        live.entry(page).or_insert_with(|| vec![false; per_page])[index as usize] = true;
-    }
-    for &(page, owner) in pages {
-        let t = &tables[owner.table as usize];
-        let bits = live.remove(&page).unwrap_or_default();
-        t.ext.regions[usize::from(owner.worker)].lock().add_recovered_page(
-            page,
-            store.pool.page_offset(page),
-            &bits,
-        );
-    }
+    crate::baseline::wbl::space::rebuild_regions(
+        store.pool.page_size(),
+        |page| store.pool.page_offset(page),
+        pages,
+        winners.iter().map(|w| (w.table, w.slot)),
+        |table| tables[table as usize].ext.slot_size,
+        |table, worker| &tables[table as usize].ext.regions[worker],
+    );
 }
 
 /// (W1)–(W5) of `wbl.rs`, for a quiescent engine.

@@ -20,9 +20,13 @@
 //!      crash can never resurrect an older version of a deleted key.
 //! Pages are never released back to the pool (a region only grows).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use zen_pmem::PageOwner;
+
 use super::layout;
+use crate::sched::Mutex;
 
 /// A slot waiting to be reclaimed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +105,36 @@ impl Region {
 
     pub fn slots_per_page(&self) -> u64 {
         self.slots_per_page
+    }
+}
+
+/// Adopt the recovered heap `pages` of an engine into its regions, with the
+/// slots in `live` ((table, slot offset) pairs) taken and every other slot
+/// free. Shared by wbl and falcon, whose heap pages have the same header and
+/// slot arithmetic (`layout.rs` of each).
+pub fn rebuild_regions<'a>(
+    page_size: u64,
+    page_offset: impl Fn(u64) -> u64,
+    pages: &[(u64, PageOwner)],
+    live: impl IntoIterator<Item = (u32, u64)>,
+    slot_size: impl Fn(u32) -> u64,
+    region: impl Fn(u32, usize) -> &'a Mutex<Region>,
+) {
+    let mut taken: HashMap<u64, Vec<bool>> = HashMap::new();
+    for (table, slot) in live {
+        let slot_size = slot_size(table);
+        let page = slot / page_size;
+        let per_page = layout::slots_per_page(page_size, slot_size) as usize;
+        let index = (slot - page * page_size - layout::PAGE_HEADER) / slot_size;
+        taken.entry(page).or_insert_with(|| vec![false; per_page])[index as usize] = true;
+    }
+    for &(page, owner) in pages {
+        let bits = taken.remove(&page).unwrap_or_default();
+        region(owner.table, usize::from(owner.worker)).lock().add_recovered_page(
+            page,
+            page_offset(page),
+            &bits,
+        );
     }
 }
 

@@ -1,17 +1,18 @@
-//! Commit (Alg. 1), abort, and the worker's share of space management.
+//! Commit (Alg. 1) and abort: phases 1–4 of a commit (lock the write set,
+//! validate, persist, publish); phase 5, maintain, is `maintain.rs`, run at
+//! each fence of the worker.
 
 use std::sync::atomic::{Ordering, fence};
 
 use zen_pmem::{CounterSnapshot, Marker, PmemBackend};
 
 use super::scan::ZenTxn;
-use super::{GC_BATCH, ReadItem, SPIN_LIMIT, WriteItem, WriteKind, ZenWorker, backoff};
+use super::{ReadItem, SPIN_LIMIT, WriteItem, WriteKind, ZenWorker, backoff};
 use crate::api::{CacheStats, CommitInfo, Durability, EngineWorker, Transaction, TxnOptions};
 use crate::cc::{Protocol, silo};
 use crate::config::{Fault, RaceFault};
 use crate::error::{AbortReason, Error, Result};
 use crate::heap::{self, SlotHeader};
-use crate::zen::Shared;
 use crate::zen::cache::{FLAG_CLOCK, FLAG_COPY, LOC_EMPTY, loc_cached, loc_entry};
 use crate::zen::space::Garbage;
 use crate::zen::table::Table;
@@ -62,10 +63,13 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             self.unlock_all();
             return Err(e);
         }
-        debug_assert!(
-            cts > self.last_cts,
-            "Tx-CTS {cts} not above this worker's previous {}",
-            self.last_cts
+        // Recovery's per-worker LP rule and the FIFO garbage pipeline (S6)
+        // rely on it; one comparison, checked in every build.
+        assert!(
+            cts > self.last_cts && crate::ts::worker_of(cts) == self.id % 256,
+            "Tx-CTS {cts} not above this worker's previous {} or not this worker's ({})",
+            self.last_cts,
+            self.id
         );
         self.last_cts = cts;
         let durable = self.persist_new_versions(cts);
@@ -74,7 +78,6 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             self.s.tictoc_high.fetch_max(logical, Ordering::AcqRel);
         }
         self.install(cts, logical);
-        self.collect_garbage();
         Ok(CommitInfo { cts, durable, writes: self.writes.len() as u32 })
     }
 
@@ -377,13 +380,20 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             .filter(|(i, _)| *i != lp)
             .chain(std::iter::once((lp, &self.writes[lp])))
         {
-            let _ = i;
             let t = &self.tables[w.table as usize];
             let deleted = w.kind == WriteKind::Delete;
-            let mut head = [0u8; 16];
-            head[0..8].copy_from_slice(&SlotHeader::word0(w.key, deleted).to_le_bytes());
-            head[8..16].copy_from_slice(&SlotHeader::word1(cts, false).to_le_bytes());
-            p.write(w.slot, &head);
+            if i == lp {
+                // The LP tuple's word 1 is written once, after the fence,
+                // with the LP bit: until then it stays durably zero (S1), so
+                // the slot reads as free, which recovery treats as this
+                // uncommitted transaction's tuple would be.
+                p.write(w.slot, &SlotHeader::word0(w.key, deleted).to_le_bytes());
+            } else {
+                let mut head = [0u8; 16];
+                head[0..8].copy_from_slice(&SlotHeader::word0(w.key, deleted).to_le_bytes());
+                head[8..16].copy_from_slice(&SlotHeader::word1(cts, false).to_le_bytes());
+                p.write(w.slot, &head);
+            }
             let mut len = heap::SLOT_HEADER_BYTES;
             if !deleted {
                 p.write(w.slot + len, &self.write_data[w.data_at..w.data_at + t.row_bytes]);
@@ -439,7 +449,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             let (loc, prev) = w.locked.expect("locked at commit");
             let deleted = w.kind == WriteKind::Delete;
             let Some((owner, idx)) = loc_entry(loc) else {
-                self.install_direct(&t, w.rid, loc, w.slot, cts, deleted);
+                let old = Garbage::superseded(w.table, loc, silo::cts_of(prev), cts);
+                self.install_direct(&t, w.rid, old, w.slot, deleted);
                 self.writes[i].locked = None;
                 continue;
             };
@@ -454,19 +465,14 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 &mut self.row_buf,
             );
             let new_slot = if deleted { 0 } else { w.slot };
-            // Garbage is queued before the new version is unlocked, so any
-            // transaction that sees the new version also sees it queued (S3).
+            // Garbage is queued (`gc_low` lowered) before the new version is
+            // unlocked, so any transaction that sees the new version also
+            // sees it pending (S3).
             if old_slot != 0 {
-                self.s.send_garbage(
-                    &t,
-                    Garbage { slot: old_slot, cts, writer: self.id, tombstone: false },
-                );
+                self.retire_slot(Garbage::superseded(w.table, old_slot, silo::cts_of(prev), cts));
             }
             if deleted {
-                self.s.send_garbage(
-                    &t,
-                    Garbage { slot: w.slot, cts, writer: self.id, tombstone: true },
-                );
+                self.retire_slot(Garbage::tombstone(w.table, w.slot, cts));
             }
             if P::MULTI_VERSION
                 && let Some(new_idx) = w.new_entry
@@ -517,11 +523,15 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             self.install_copy(t, w.rid, w.key, copy, new_row, v);
             entry.flags.fetch_or(FLAG_COPY, Ordering::AcqRel);
             entry.cc[0].store(silo::OBSOLETE | (prev & !silo::LOCK), Ordering::Release);
+            // C5: the owner retires the original at its next allocation.
+            t.caches[owner].push_copied(idx);
             return;
         }
         // In place: local, or a mode that promises nothing, or a privileged
         // multi-version transaction whose region is full.
-        debug_assert!(
+        // N1, checked in every build (one branch when NUMA is off); the
+        // NUMA tests also assert that no remote write was counted.
+        assert!(
             !self.s.numa_write_must_move(self.id, owner, idx)
                 || (P::MULTI_VERSION && self.exclusive_mine()),
             "remote in-place install of record {} (N1)",
@@ -542,20 +552,13 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
 
     /// Zen+ step 3: the privileged transaction's new version of a record whose
     /// version was in NVM stays in NVM; the record points at the new slot.
-    fn install_direct(
-        &mut self,
-        t: &Table,
-        rid: u64,
-        old: u64,
-        slot: u64,
-        cts: u64,
-        deleted: bool,
-    ) {
+    /// `old` is the superseded slot, as a garbage item.
+    fn install_direct(&mut self, t: &Table, rid: u64, old: Garbage, slot: u64, deleted: bool) {
         debug_assert!(self.exclusive_mine() && t.secondary.is_empty());
-        let writer = self.id;
-        self.s.send_garbage(t, Garbage { slot: old, cts, writer, tombstone: false });
+        let cts = old.cts;
+        self.retire_slot(old);
         let home = if deleted {
-            self.s.send_garbage(t, Garbage { slot, cts, writer, tombstone: true });
+            self.retire_slot(Garbage::tombstone(t.id.0, slot, cts));
             LOC_EMPTY
         } else {
             slot
@@ -596,94 +599,6 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         }
         e.cc[0].store(silo::tid(v.cts, v.deleted), Ordering::Release);
         t.records.loc(rid).store(loc_cached(self.id, idx), Ordering::Release);
-    }
-
-    /// Fence and acknowledge (as `sync`): the end of an exclusive stage makes
-    /// the privileged commit durable before anyone else may read it.
-    pub(super) fn sync_and_ack(&mut self) {
-        self.s.pool.persister(self.thread).fence();
-        self.after_fence();
-    }
-
-    /// After each fence of this worker: acknowledge, then advance the zeroing
-    /// pipeline of every table (`space.rs`, S1–S5).
-    fn after_fence(&mut self) {
-        let p = self.s.pool.persister(self.thread);
-        if let Some(cts) = self.unfenced_cts.take() {
-            self.s.durable_cts[self.id].store(cts, Ordering::Release);
-            p.marker(Marker::Ack { txn: cts });
-        }
-        let tables = self.tables.clone();
-        for t in tables.iter() {
-            let mut region = t.heaps[self.id].lock();
-            // The queues are taken and given back empty, so their buffers
-            // are reused: no allocation per commit once they have grown.
-            let mut durable = std::mem::take(&mut region.zero_pending);
-            for g in durable.drain(..) {
-                if let Some(page) = region.free(g.slot) {
-                    self.s.release_heap_page(self.id, t, &mut region, page);
-                }
-                self.s.gc_reclaimed.fetch_add(1, Ordering::Relaxed);
-            }
-            let mut to_zero = std::mem::take(&mut region.to_zero);
-            // `zero_pending` is empty here: reuse its buffer for the items
-            // now being zeroed.
-            for g in to_zero.drain(..) {
-                p.write_u64_atomic(g.slot + 8, 0);
-                p.flush(g.slot + 8, 8);
-                durable.push(g);
-            }
-            region.zero_pending = durable;
-            region.to_zero = to_zero;
-            self.publish_gc_low(t, &mut region);
-        }
-    }
-
-    /// Drain the inbox and recompute `gc_low` under the inbox lock (S3).
-    fn publish_gc_low(&self, t: &Table, region: &mut crate::zen::space::HeapRegion) {
-        let mut inbox = t.inbox[self.id].lock();
-        region.garbage.extend(inbox.drain(..));
-        t.gc_low[self.id].store(region.pending_low(), Ordering::Release);
-    }
-
-    /// May tombstone `g` be zeroed: no older garbage of its table pending (S3)?
-    fn tombstone_may_go(&self, t: &Table, g: &Garbage) -> bool {
-        if self.fault(Fault::EarlyTombstone) {
-            return true;
-        }
-        t.gc_low.iter().all(|low| low.load(Ordering::Acquire) > g.cts)
-    }
-
-    /// Move reclaimable garbage (S2) towards zeroing; bounded per transaction.
-    pub(super) fn collect_garbage(&mut self) {
-        let watermark = self.s.watermark();
-        let tables = self.tables.clone();
-        for t in tables.iter() {
-            let mut region = t.heaps[self.id].lock();
-            self.publish_gc_low(t, &mut region);
-            for _ in 0..GC_BATCH.min(region.garbage.len()) {
-                let g = region.garbage.pop_front().expect("bounded by len");
-                let durable = self.s.durable_cts[g.writer].load(Ordering::Acquire) >= g.cts;
-                let ready =
-                    durable && g.cts < watermark && (!g.tombstone || self.tombstone_may_go(t, &g));
-                if !ready {
-                    region.garbage.push_back(g);
-                    continue;
-                }
-                let word = self.s.pool.backend().load_u64(g.slot + 8);
-                if word & heap::LP_BIT != 0 && !self.fault(Fault::NoCommitFloor) {
-                    self.s.raise_floor(self.thread, self.id, word >> 1);
-                }
-                if self.fault(Fault::ReuseWithoutZeroing) {
-                    if let Some(page) = region.free(g.slot) {
-                        self.s.release_heap_page(self.id, t, &mut region, page);
-                    }
-                    continue;
-                }
-                region.to_zero.push(g);
-            }
-            self.publish_gc_low(t, &mut region);
-        }
     }
 
     fn abort(&mut self) {
@@ -732,37 +647,6 @@ fn maintain_secondary(
         t.caches[owner].read_row(idx, old);
     }
     crate::index::maintain_secondary(&t.secondary, key, had_old.then_some(&old[..]), new_row);
-}
-
-impl<B: PmemBackend> Shared<B> {
-    /// Route a superseded slot to the garbage inbox of the worker that owns it.
-    pub(crate) fn send_garbage(&self, t: &Table, g: Garbage) {
-        let page = g.slot / self.pool.page_size();
-        let owner = self.page_worker[page as usize].load(Ordering::Acquire) as usize;
-        assert!(owner < self.regions, "slot {} on page {page} without an owner worker", g.slot);
-        let mut inbox = t.inbox[owner].lock();
-        inbox.push(g);
-        if !g.tombstone {
-            t.gc_low[owner].fetch_min(g.cts, Ordering::AcqRel);
-        }
-    }
-
-    /// Release an empty heap page of `worker`'s region of `t` (S5).
-    pub(crate) fn release_heap_page(
-        &self,
-        worker: usize,
-        t: &Table,
-        region: &mut crate::zen::space::HeapRegion,
-        page: u64,
-    ) {
-        let owner = zen_pmem::PageOwner { table: t.id.0, worker: worker as u16 };
-        // Free slots of the page are durably zero; the page table entry is the
-        // only thing that changes, with one atomic store.
-        if self.pool.release_page(Shared::<B>::thread_of(worker), page, owner).is_ok() {
-            region.remove_page(page);
-            self.page_worker[page as usize].store(u32::MAX, Ordering::Release);
-        }
-    }
 }
 
 impl<B: PmemBackend, P: Protocol> EngineWorker for ZenWorker<'_, B, P> {
@@ -864,10 +748,13 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
 impl<B: PmemBackend, P: Protocol> Drop for ZenWorker<'_, B, P> {
     fn drop(&mut self) {
         // Make lazily committed transactions durable before the worker goes;
-        // the second fence also covers the slot zeroing the first one's
-        // maintenance issued, so nothing of this worker is left pending.
+        // the second fence covers the slot zeroing the first one's
+        // maintenance issued, and the last fence the zeroing and floor
+        // raises of the second, so nothing of this worker is left pending
+        // (its pipeline keeps what is left for the worker id's next user).
         let _ = EngineWorker::sync(self);
         let _ = EngineWorker::sync(self);
+        self.s.pool.persister(self.thread).fence();
         self.s.release_worker(self.id);
     }
 }

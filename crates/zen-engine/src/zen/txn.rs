@@ -228,13 +228,14 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         // reusable when nothing commits (C4).
         self.begin_ts = match self.txn_ts {
             Some(ts) if P::TIMESTAMP_ORDERING => ts,
+            // Wait-die and H-Store order lock waits by age, which needs
+            // distinct begin timestamps in begin order: these protocols
+            // still tick (two clock RMWs per writing transaction).
+            _ if P::LOCKING.is_some() || P::PARTITIONED => self.s.clock.tick(),
             _ => published,
         };
         if P::LOCKING.is_some() || P::PARTITIONED {
-            // Wait-die needs distinct priorities: the worker id breaks ties
-            // between transactions that began at the same `now()`.
-            let unique = self.begin_ts | self.id as u64;
-            let priority = self.kept_priority.take().unwrap_or(unique);
+            let priority = self.kept_priority.take().unwrap_or(self.begin_ts);
             self.s.lock_priority[self.id].store(priority, Ordering::Release);
         }
         if P::SNAPSHOT_READS {

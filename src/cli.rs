@@ -42,6 +42,13 @@ pub enum Command {
     /// Run a workload on the crash simulator, crash it before fences, recover
     /// every crash image and check the post-crash oracle (exit 5 on a violation).
     CrashTest(CrashTestArgs),
+    /// Run paper figures (figures/*.toml) and compare with the paper: results, SVGs, report.md.
+    Reproduce(ReproduceArgs),
+    /// Draw a figure from `zen reproduce` results files into an SVG.
+    Plot(PlotArgs),
+    /// Measure NVM read latency, persist latency and bandwidth through the
+    /// persist primitives, beside the device model's targets (Intel MLC-like).
+    Probe(crate::commands::probe::ProbeArgs),
 }
 
 /// The benchmark workloads.
@@ -88,9 +95,11 @@ pub struct EngineArgs {
     /// Persistent-memory backend: dax (fsdax + MAP_SYNC), fs (a file), emu (fs + NVM latency model), dram (volatile).
     #[arg(long, default_value = "fs")]
     pub pmem: String,
-    /// Latency profile of `--pmem emu`: dram, optane or cxl (default optane).
+    /// Device model of `--pmem emu`: dram, optane or cxl (default optane); see --nvm-* to override its parameters.
     #[arg(long)]
     pub nvm_profile: Option<String>,
+    #[command(flatten)]
+    pub nvm: crate::nvm_args::NvmArgs,
     /// Persistence domain the engine assumes: adr (flush + fence) or eadr (caches persistent).
     #[arg(long, default_value = "adr")]
     pub persistence_domain: String,
@@ -123,6 +132,15 @@ pub struct EngineArgs {
     /// Zen+ γ: a transaction whose retries wasted more tuple accesses than this becomes privileged (default 16000000).
     #[arg(long)]
     pub gamma: Option<u64>,
+    /// falcon: design variant (Falcon's ablations): falcon (default), no-flush, all-flush, small-log-window, hot-tracking, inp, inp-no-flush. no-flush, hot-tracking and inp-no-flush need --persistence-domain eadr.
+    #[arg(long)]
+    pub falcon_variant: Option<String>,
+    /// falcon: bytes of each worker's small log window, e.g. 64KiB (default; at most a pool page).
+    #[arg(long)]
+    pub falcon_window: Option<String>,
+    /// falcon: tuples in each worker's hot-tuple LRU (default 256; 0 = none hot).
+    #[arg(long)]
+    pub falcon_hot_tuples: Option<usize>,
 }
 
 /// How the driver runs and reports.
@@ -319,6 +337,9 @@ pub struct CrashTestArgs {
     /// Workers of the recorded run (1..=4; with one, a seed replays the same requests).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
+    /// Threads of every recovery of the campaign, nested ones included (1..=8).
+    #[arg(long, default_value_t = 1)]
+    pub recovery_threads: usize,
     /// Requests per worker in the recorded run.
     #[arg(long, default_value_t = 8)]
     pub txns: u64,
@@ -350,6 +371,9 @@ pub struct PoolArgs {
     /// Concurrency-control protocol to open it with.
     #[arg(long, default_value = "silo")]
     pub cc: String,
+    /// Threads of the recovery that opening runs (default: one per CPU).
+    #[arg(long)]
+    pub recovery_threads: Option<usize>,
     /// Output: text or json.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -373,4 +397,50 @@ pub struct ListArgs {
     /// engines, cc or workloads.
     #[arg(value_enum)]
     pub what: ListWhat,
+}
+
+#[derive(Debug, Args)]
+pub struct ReproduceArgs {
+    /// A figure id (see --list), several separated by commas, or `all`.
+    pub figure: Option<String>,
+    /// List every figure, its engines and whether it can run here.
+    #[arg(long)]
+    pub list: bool,
+    /// Scale preset: tiny (seconds, for tests), small (this machine, minutes) or paper.
+    #[arg(long, default_value = "small")]
+    pub scale: String,
+    /// Result directory: DIR/<figure>/results.json, runs/, <figure>.svg, and DIR/report.md.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Continue (or add figures to) a result directory of the same scale; finished runs are kept.
+    #[arg(long)]
+    pub resume: bool,
+    /// Directory of the figure files (default: ./figures, else the source tree's).
+    #[arg(long, value_name = "DIR")]
+    pub figures: Option<PathBuf>,
+    /// Seed of repetition r is SEED + r, the same for every run of that repetition.
+    #[arg(long, default_value_t = 20261126)]
+    pub seed: u64,
+    /// A run while other processes used more CPU than this (in cores) is contended.
+    #[arg(long, default_value_t = 0.15)]
+    pub max_other_load: f64,
+    /// Extra tries of a contended run (it is kept, flagged, after the last).
+    #[arg(long, default_value_t = 2)]
+    pub retries: u32,
+    /// Hold an exclusive lock on FILE around every run (repeat for several, taken in order).
+    #[arg(long, value_name = "FILE")]
+    pub lock: Vec<PathBuf>,
+    /// Kill a run after this many seconds.
+    #[arg(long, default_value_t = 900)]
+    pub run_timeout: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// results.json files of one figure (written by `zen reproduce`).
+    #[arg(required = true)]
+    pub results: Vec<PathBuf>,
+    /// The SVG file to write.
+    #[arg(long, value_name = "FILE.svg")]
+    pub out: PathBuf,
 }

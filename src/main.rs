@@ -10,6 +10,7 @@ mod cli;
 mod commands;
 mod error;
 mod numa_args;
+mod nvm_args;
 mod output;
 mod resolve;
 mod workloads;
@@ -35,6 +36,9 @@ fn dispatch(cli: &Cli) -> CliResult {
         Command::Inspect(args) => commands::inspect::inspect(args),
         Command::List(args) => commands::list::list(args),
         Command::CrashTest(args) => commands::crash_test::crash_test(args),
+        Command::Reproduce(args) => commands::reproduce::reproduce(args),
+        Command::Plot(args) => commands::plot::plot(&args.results, &args.out),
+        Command::Probe(args) => commands::probe::probe(args),
     }
 }
 

@@ -36,7 +36,10 @@ pub fn banner(
     );
     eprintln!("  durable       across {}", engine.pmem.durable_across());
     if engine.pmem == zen_pmem::BackendKind::Emu {
-        eprintln!("  nvm profile   {}", engine.latency.profile.name());
+        eprintln!("  nvm device    {}", engine.latency.describe());
+        if let Some(n) = engine.latency.share_threads {
+            eprintln!("  nvm share     {}", zen_workload::report::share_note(n));
+        }
     }
     let cache = match engine.dram_ratio {
         Some(p) => format!("data size / {p}"),
@@ -55,6 +58,26 @@ pub fn banner(
             engine.adaptive_beta,
             engine.adaptive_gamma_tuples
         );
+    }
+    if engine.engine == zen_engine::EngineKind::Falcon {
+        let hot = if engine.domain == zen_pmem::PersistenceDomain::Eadr {
+            format!("{} hot tuples", engine.falcon_hot_tuples)
+        } else {
+            "ADR: every write-back issued, hot tracking off".to_string()
+        };
+        eprintln!(
+            "  falcon        {} · window {} · {hot}",
+            engine.falcon_variant.name(),
+            bytes(engine.falcon_window_bytes)
+        );
+        if engine.domain == zen_pmem::PersistenceDomain::Eadr
+            && matches!(engine.pmem, zen_pmem::BackendKind::Fs | zen_pmem::BackendKind::Dram)
+        {
+            eprintln!(
+                "  note          eadr on --pmem {}: flushes the engine skips are modelled (counted as not issued); the medium is DRAM, so no timing effect of persistent caches is measured",
+                engine.pmem.name()
+            );
+        }
     }
     if let Some(d) = driver {
         let stop = match d.stop {

@@ -86,6 +86,11 @@ pub fn backend(text: &str) -> CliResult<BackendKind> {
     })
 }
 
+/// The device model of `--pmem emu`: `--nvm-profile` and the `--nvm-*` overrides.
+pub fn device_params(args: &EngineArgs, pmem: BackendKind) -> CliResult<zen_pmem::DeviceParams> {
+    crate::nvm_args::device_params(&args.nvm, profile(args, pmem)?, pmem)
+}
+
 fn profile(args: &EngineArgs, pmem: BackendKind) -> CliResult<NvmProfile> {
     match (&args.nvm_profile, pmem) {
         (None, _) => Ok(NvmProfile::Optane),
@@ -117,7 +122,7 @@ pub struct EngineRequest {
 /// Map the engine flags to an `EngineConfig`.
 pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<EngineConfig> {
     let pmem = backend(&args.pmem)?;
-    let latency = profile(args, pmem)?.model();
+    let latency = device_params(args, pmem)?;
     let domain = PersistenceDomain::parse(&args.persistence_domain)
         .ok_or_else(|| bad("--persistence-domain", &args.persistence_domain, "adr or eadr"))?;
     let durability = Durability::parse(&args.durability)
@@ -155,6 +160,23 @@ pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<Eng
         other => return Err(bad("--adaptive", other, "on or off")),
     };
     let defaults = EngineConfig::default();
+    let falcon_variant = match &args.falcon_variant {
+        Some(v) => zen_engine::FalconVariant::parse(v).ok_or_else(|| {
+            bad(
+                "--falcon-variant",
+                v,
+                &format!(
+                    "one of {}",
+                    names(&zen_engine::FalconVariant::ALL, zen_engine::FalconVariant::name)
+                ),
+            )
+        })?,
+        None => defaults.falcon_variant,
+    };
+    let falcon_window_bytes = match &args.falcon_window {
+        Some(s) => parse_size("--falcon-window", s)?,
+        None => defaults.falcon_window_bytes,
+    };
     let config = EngineConfig {
         engine: engine_kind(&args.engine)?,
         cc: cc_kind(&args.cc)?,
@@ -176,6 +198,9 @@ pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<Eng
         adaptive_alpha: args.alpha.unwrap_or(defaults.adaptive_alpha),
         adaptive_beta: args.beta.unwrap_or(defaults.adaptive_beta),
         adaptive_gamma_tuples: args.gamma.unwrap_or(defaults.adaptive_gamma_tuples),
+        falcon_variant,
+        falcon_window_bytes,
+        falcon_hot_tuples: args.falcon_hot_tuples.unwrap_or(defaults.falcon_hot_tuples),
         ..defaults.clone()
     };
     config.validate()?;

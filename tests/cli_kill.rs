@@ -67,7 +67,7 @@ fn check(engine: &str, pool: &str, expected: &str) -> Value {
 }
 
 /// Every engine that persists (`ideal` does not): a new one is one more name.
-const PERSISTENT_ENGINES: [&str; 3] = ["zen", "mmdb", "wbl"];
+const PERSISTENT_ENGINES: [&str; 4] = ["zen", "mmdb", "wbl", "falcon"];
 
 #[test]
 fn sigkill_at_random_moments_loses_no_acknowledged_transaction() {

@@ -64,6 +64,7 @@ fn campaign_config(args: &CrashTestArgs) -> CliResult<CampaignConfig> {
         nested_depth: args.nested_depth,
         seed: resolve::seed_or_random(args.seed),
         threads: args.threads,
+        recovery_threads: args.recovery_threads,
         txns: args.txns,
         fault,
         save_failing: args.save_failing.clone(),

@@ -5,7 +5,10 @@ pub mod crash_test;
 pub mod expected;
 pub mod inspect;
 pub mod list;
+pub mod plot;
 pub mod pool;
+pub mod probe;
+pub mod reproduce;
 
 use std::path::Path;
 use std::time::Instant;

@@ -129,6 +129,7 @@ fn pool_engine_config(p: &PoolArgs, command: &str) -> CliResult<EngineConfig> {
         cc: p.cc.clone(),
         pmem: p.pmem.clone(),
         nvm_profile: None,
+        nvm: crate::nvm_args::NvmArgs::default(),
         persistence_domain: "adr".into(),
         pool_size: None,
         pool_per_node: p.pool_per_node,
@@ -140,19 +141,29 @@ fn pool_engine_config(p: &PoolArgs, command: &str) -> CliResult<EngineConfig> {
         alpha: None,
         beta: None,
         gamma: None,
+        falcon_variant: None,
+        falcon_window: None,
+        falcon_hot_tuples: None,
     };
     let request =
         EngineRequest { pool: Some(p.pool.clone()), create: false, threads: 1, data_bytes: 0 };
-    resolve::engine_config(&args, request)
+    if p.recovery_threads == Some(0) {
+        return Err(CliError::usage("invalid value `0` for --recovery-threads: at least 1"));
+    }
+    let mut config = resolve::engine_config(&args, request)?;
+    config.recovery_threads = p.recovery_threads;
+    Ok(config)
 }
 
 fn render_recovery(r: &RecoveryReport) -> String {
-    format!(
+    let mut out = format!(
         "recovery of {} tuples with {} threads in {:.2} ms\n  \
-         scan        {:.2} ms ({} pages, {} slots, {} bytes)\n  \
+         scan        {:.2} ms ({} pages, {} slots, {} bytes; {} bytes read)\n  \
          index       {:.2} ms\n  \
+         clean       {:.2} ms\n  \
          free lists  {:.2} ms\n  \
-         discarded   {} uncommitted, {} superseded versions\n",
+         discarded   {} uncommitted, {} superseded versions\n  \
+         scratch     {} bytes of DRAM at most; pending list peak {} versions\n",
         r.tuples_recovered,
         r.threads,
         r.total_ms,
@@ -160,11 +171,27 @@ fn render_recovery(r: &RecoveryReport) -> String {
         r.pages_scanned,
         r.slots_scanned,
         r.bytes_scanned,
+        r.nvm_bytes_read,
         r.index_ms,
+        r.clean_ms,
         r.free_list_ms,
         r.uncommitted_discarded,
-        r.superseded_discarded
-    )
+        r.superseded_discarded,
+        r.scratch_bytes_peak,
+        r.pending_peak,
+    );
+    for phase in &r.phases {
+        out.push_str(&format!(
+            "  phase {:<8} {:>9.2} ms  {:>8.3} GB/s  {:>8.3} M tuples/s  ({} bytes, {} tuples)\n",
+            phase.name,
+            phase.ms,
+            phase.bytes_per_s / 1e9,
+            phase.tuples_per_s / 1e6,
+            phase.bytes,
+            phase.tuples
+        ));
+    }
+    out
 }
 
 pub fn recover(p: &PoolArgs) -> CliResult {

@@ -9,6 +9,9 @@
 //!   hash maps `scc_hash_index` and `papaya` (pinned per lookup, as an
 //!   engine without a per-transaction guard would).
 //! - `insert`: give a new key a record and link it in the ordered set.
+//!   `skiplist` is the same point index with the crossbeam skip list as the
+//!   ordered set (what `primary` used before its adaptive radix tree); it is
+//!   measured in `insert`, `delete` and both scans.
 //! - `delete`: what a committed delete costs the index (ours unlinks the
 //!   key; the replaced design did nothing, the key stayed).
 //! - `scan_20_after_deletes`: the first 20 live keys of a range after the
@@ -61,6 +64,41 @@ impl Replaced {
     }
 }
 
+/// The ordered set this session replaced by an adaptive radix tree
+/// (`index/ordered.rs`): a crossbeam skip list, measured on the same calls
+/// (`link`, `unlink`, ranges); the point index in front is the same.
+#[derive(Default)]
+struct SkipOrdered {
+    ordered: crossbeam_skiplist::SkipMap<u64, u64>,
+    point: zen_engine::index::PointIndex,
+}
+
+impl SkipOrdered {
+    fn get_or_insert(&self, key: u64, rid: u64) -> u64 {
+        match self.point.insert(key, rid) {
+            Ok(()) => rid,
+            Err(existing) => existing,
+        }
+    }
+    fn link(&self, key: u64, rid: u64) {
+        self.ordered.get_or_insert(key, rid);
+    }
+    fn unlink(&self, key: u64) {
+        self.ordered.remove(&key);
+    }
+    fn range(&self, r: std::ops::RangeInclusive<u64>) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.ordered.range(r).map(|e| (*e.key(), *e.value()))
+    }
+}
+
+fn filled_skiplist() -> SkipOrdered {
+    let index = SkipOrdered::default();
+    for k in 0..KEYS {
+        index.link(k, index.get_or_insert(k, k));
+    }
+    index
+}
+
 fn filled_primary() -> PrimaryIndex {
     let index = PrimaryIndex::default();
     for k in 0..KEYS {
@@ -110,6 +148,14 @@ fn insert(c: &mut Criterion) {
             primary.link(next, primary.get_or_insert(next, next));
         })
     });
+    let skiplist = filled_skiplist();
+    let mut next = KEYS;
+    g.bench_function("skiplist", |b| {
+        b.iter(|| {
+            next += 1;
+            skiplist.link(next, skiplist.get_or_insert(next, next));
+        })
+    });
     let mut next = KEYS;
     g.bench_function("replaced", |b| {
         b.iter(|| {
@@ -140,6 +186,24 @@ fn delete(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
+    g.bench_function("skiplist", |b| {
+        b.iter_batched(
+            || {
+                let index = SkipOrdered::default();
+                for k in 0..10_000 {
+                    index.link(k, index.get_or_insert(k, k));
+                }
+                index
+            },
+            |index| {
+                for k in 0..10_000 {
+                    index.unlink(k);
+                }
+                index
+            },
+            BatchSize::LargeInput,
+        )
+    });
     g.finish();
 }
 
@@ -147,16 +211,30 @@ fn scan_after_deletes(c: &mut Criterion) {
     let mut g = c.benchmark_group("scan_20_after_deletes");
     // Keys 0..KEYS deleted, KEYS..KEYS+100 live.
     let primary = PrimaryIndex::default();
+    let skiplist = SkipOrdered::default();
     let replaced = Replaced::default();
     let mut live = vec![false; KEYS as usize + 100];
     for k in 0..KEYS + 100 {
         primary.link(k, primary.get_or_insert(k, k));
+        skiplist.link(k, skiplist.get_or_insert(k, k));
         replaced.get_or_insert(k, k);
         live[k as usize] = k >= KEYS;
     }
     for k in 0..KEYS {
         primary.unlink(k);
+        skiplist.unlink(k);
     }
+    g.bench_function("skiplist", |b| {
+        b.iter(|| {
+            let found: u64 = skiplist
+                .range(0..=u64::MAX >> 1)
+                .filter(|&(_, rid)| live[rid as usize])
+                .take(20)
+                .map(|(k, _)| k)
+                .sum();
+            black_box(found)
+        })
+    });
     g.bench_function("primary", |b| {
         b.iter(|| {
             let found: u64 = primary
@@ -187,11 +265,18 @@ fn scan_after_deletes(c: &mut Criterion) {
 fn scan(c: &mut Criterion) {
     let mut g = c.benchmark_group("scan_20");
     let primary = filled_primary();
+    let skiplist = filled_skiplist();
     let mut rng = SmallRng::seed_from_u64(2);
     g.bench_function("primary", |b| {
         b.iter(|| {
             let start = rng.random_range(0..KEYS - 20);
             black_box(primary.range(start..=start + 19).map(|(_, rid)| rid).sum::<u64>())
+        })
+    });
+    g.bench_function("skiplist", |b| {
+        b.iter(|| {
+            let start = rng.random_range(0..KEYS - 20);
+            black_box(skiplist.range(start..=start + 19).map(|(_, rid)| rid).sum::<u64>())
         })
     });
     g.finish();

@@ -316,13 +316,51 @@ pub struct RecoveryReport {
     pub pages_scanned: u64,
     pub slots_scanned: u64,
     pub bytes_scanned: u64,
+    /// Bytes recovery read from NVM (Zen: page and slot headers, and the
+    /// rows of tables with secondary indexes).
+    pub nvm_bytes_read: u64,
     pub tuples_recovered: u64,
     pub uncommitted_discarded: u64,
     pub superseded_discarded: u64,
+    /// Most versions waiting in one thread's pending list (Zen, Alg. 2).
+    pub pending_peak: u64,
+    /// Peak DRAM recovery held besides what it rebuilt (indexes, free lists).
+    pub scratch_bytes_peak: u64,
     pub scan_ms: f64,
     pub index_ms: f64,
+    /// Writes that make the pool consistent (Zen: floors, losers, tombstones).
+    pub clean_ms: f64,
     pub free_list_ms: f64,
     pub total_ms: f64,
+    /// Each phase with its throughput (Zen; empty for the baselines).
+    pub phases: Vec<RecoveryPhase>,
+}
+
+/// One phase of a recovery: what it covered and how fast.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RecoveryPhase {
+    pub name: String,
+    pub ms: f64,
+    /// Bytes the phase covered (heap bytes, or NVM bytes written by `clean`).
+    pub bytes: u64,
+    /// Tuple versions it handled.
+    pub tuples: u64,
+    pub bytes_per_s: f64,
+    pub tuples_per_s: f64,
+}
+
+impl RecoveryPhase {
+    pub fn new(name: &str, ms: f64, bytes: u64, tuples: u64) -> RecoveryPhase {
+        let per_s = |n: u64| if ms > 0.0 { n as f64 * 1e3 / ms } else { 0.0 };
+        RecoveryPhase {
+            name: name.into(),
+            ms,
+            bytes,
+            tuples,
+            bytes_per_s: per_s(bytes),
+            tuples_per_s: per_s(tuples),
+        }
+    }
 }
 
 /// A snapshot of engine-wide state for reports and `zen check`.

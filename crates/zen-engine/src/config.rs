@@ -9,6 +9,7 @@ use serde::Serialize;
 use zen_pmem::{BackendKind, LatencyModel, NvmProfile, PersistenceDomain};
 
 use crate::api::Durability;
+pub use crate::baseline::falcon::FalconVariant;
 use crate::error::{Error, Result};
 
 /// Engine designs.
@@ -19,17 +20,19 @@ pub enum EngineKind {
     Ideal,
     Mmdb,
     Wbl,
+    Falcon,
 }
 
 impl EngineKind {
-    pub const ALL: [EngineKind; 4] =
-        [EngineKind::Zen, EngineKind::Ideal, EngineKind::Mmdb, EngineKind::Wbl];
+    pub const ALL: [EngineKind; 5] =
+        [EngineKind::Zen, EngineKind::Ideal, EngineKind::Mmdb, EngineKind::Wbl, EngineKind::Falcon];
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Zen => "zen",
             EngineKind::Ideal => "ideal",
             EngineKind::Mmdb => "mmdb",
             EngineKind::Wbl => "wbl",
+            EngineKind::Falcon => "falcon",
         }
     }
     pub fn parse(s: &str) -> Option<EngineKind> {
@@ -49,13 +52,18 @@ impl EngineKind {
             EngineKind::Wbl => {
                 "wbl: multi-versioned tuples with per-tuple CC metadata in NVM, DRAM tuple cache, a write-behind log record (cp, cd) every ~100 us (group commit); recovery undoes (cp, cd]"
             }
+            EngineKind::Falcon => {
+                "falcon: in-place updates of a single-version NVM tuple heap, DRAM indexes, a per-worker small redo log window (not flushed under eADR) and selective data flush (--falcon-variant for its ablations); recovery = replay of the windows + index rebuild"
+            }
         }
     }
     /// The concurrency-control protocols this design runs (`open` refuses others).
     pub fn supported_cc(self) -> &'static [CcKind] {
         match self {
             EngineKind::Zen => &CcKind::ALL,
-            EngineKind::Ideal | EngineKind::Mmdb | EngineKind::Wbl => &[CcKind::Silo],
+            EngineKind::Ideal | EngineKind::Mmdb | EngineKind::Wbl | EngineKind::Falcon => {
+                &[CcKind::Silo]
+            }
         }
     }
     /// Whether the design runs protocol `cc`.
@@ -216,17 +224,30 @@ pub enum BaselineFault {
     /// wbl: publish a write-behind record's cp (and acknowledge up to it)
     /// before the record is durable.
     WblAckBeforeRecord,
+    /// falcon (ADR): the redo record is not written back before its fence,
+    /// so the commit is acknowledged while the record is still in the cache.
+    FalconRecordUnflushed,
+    /// falcon: the record's seal (the commit mark) is written after the
+    /// in-place updates instead of before them.
+    FalconSealAfterInstall,
 }
 
 impl BaselineFault {
-    pub const ALL: [BaselineFault; 2] =
-        [BaselineFault::WalAckBeforeFlush, BaselineFault::WblAckBeforeRecord];
+    pub const ALL: [BaselineFault; 4] = [
+        BaselineFault::WalAckBeforeFlush,
+        BaselineFault::WblAckBeforeRecord,
+        BaselineFault::FalconRecordUnflushed,
+        BaselineFault::FalconSealAfterInstall,
+    ];
 
     /// The engine whose code path the fault breaks.
     pub fn engine(self) -> EngineKind {
         match self {
             BaselineFault::WalAckBeforeFlush => EngineKind::Mmdb,
             BaselineFault::WblAckBeforeRecord => EngineKind::Wbl,
+            BaselineFault::FalconRecordUnflushed | BaselineFault::FalconSealAfterInstall => {
+                EngineKind::Falcon
+            }
         }
     }
 }
@@ -320,6 +341,18 @@ pub struct EngineConfig {
     /// wbl: group-commit interval, the time between two write-behind log
     /// records (default 100 µs, the paper's setting; 0 = one per commit).
     pub group_commit_interval_us: u64,
+    /// falcon: the design variant (Falcon §6.2–6.3 ablations; default the
+    /// full design). See `baseline::falcon::variant`.
+    pub falcon_variant: FalconVariant,
+    /// falcon: bytes of each worker's small log window (default 64 KiB, at
+    /// most a pool page less its 64-byte header: larger values use the
+    /// page). A transaction whose redo record is larger aborts with
+    /// `Error::LogWindowOverflow`. Smaller windows stay in the CPU cache
+    /// (the point of the design) but refuse larger transactions.
+    pub falcon_window_bytes: u64,
+    /// falcon: tuples each worker's hot-tuple LRU tracks (default 256;
+    /// 0 = nothing is hot). Acts under eADR with the selective variants.
+    pub falcon_hot_tuples: usize,
     /// Bug injection into a baseline engine (tests only; `None` otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline_fault: Option<BaselineFault>,
@@ -375,6 +408,9 @@ impl Default for EngineConfig {
             fault: None,
             checkpoint_interval_ms: None,
             group_commit_interval_us: 100,
+            falcon_variant: FalconVariant::Falcon,
+            falcon_window_bytes: 64 << 10,
+            falcon_hot_tuples: 256,
             baseline_fault: None,
             race_fault: None,
             numa: crate::numa::NumaConfig::default(),
@@ -458,6 +494,33 @@ impl EngineConfig {
         self.validate_adaptive()
     }
 
+    /// The falcon knobs: a window that holds a record header, hot
+    /// tracking bounded, and no variant that leaves tuples unflushed on an
+    /// ADR machine (its writes would be lost once their record is reused).
+    fn validate_falcon(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidConfig(m));
+        if self.falcon_window_bytes < 1 << 10 {
+            return bad(format!(
+                "--falcon-window-bytes {} is below 1 KiB",
+                self.falcon_window_bytes
+            ));
+        }
+        if self.falcon_hot_tuples > 1 << 20 {
+            return bad(format!("--falcon-hot-tuples {} is above 1048576", self.falcon_hot_tuples));
+        }
+        if self.engine == EngineKind::Falcon
+            && self.falcon_variant.needs_eadr()
+            && self.domain != PersistenceDomain::Eadr
+            && self.pmem != BackendKind::Dram
+        {
+            return bad(format!(
+                "--falcon-variant {} leaves tuples unflushed, which is only correct with --persistence-domain eadr",
+                self.falcon_variant.name()
+            ));
+        }
+        Ok(())
+    }
+
     /// α and β are shares in (0, 1]; γ is a positive tuple count.
     fn validate_adaptive(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidConfig(m));
@@ -525,6 +588,7 @@ impl EngineConfig {
         if self.checkpoint_interval_ms == Some(0) {
             return bad("checkpoint interval must be at least 1 ms".into());
         }
+        self.validate_falcon()?;
         if self.group_commit_interval_us > 1_000_000 {
             return bad(format!(
                 "group-commit interval {} us exceeds one second",

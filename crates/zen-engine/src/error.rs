@@ -114,6 +114,12 @@ pub enum Error {
     /// secondary-index prefix wider than the index key).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// falcon: a transaction's redo record is larger than its worker's log
+    /// ring (the transaction is aborted; nothing was written).
+    #[error(
+        "transaction aborted: its redo record needs {needed_bytes} bytes, the log window holds {window_bytes} (raise --falcon-window-bytes)"
+    )]
+    LogWindowOverflow { needed_bytes: u64, window_bytes: u64 },
     #[error(transparent)]
     Pmem(#[from] PmemError),
 }

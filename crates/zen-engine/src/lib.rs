@@ -12,7 +12,9 @@ pub use api::{
     CacheStats, CommitInfo, Durability, Engine, EngineStatus, EngineWorker, RecoveryReport,
     TableId, TableStatus, Transaction, Txn, TxnOptions, user_abort,
 };
-pub use config::{BaselineFault, CcKind, EngineConfig, EngineKind, Fault, RaceFault};
+pub use config::{
+    BaselineFault, CcKind, EngineConfig, EngineKind, FalconVariant, Fault, RaceFault,
+};
 pub use db::{Db, DbBuilder};
 pub use error::{AbortReason, Error, Result};
 pub use schema::{Column, ColumnType, SecondaryIndex, TableSchema};
@@ -52,7 +54,9 @@ pub fn open(config: &EngineConfig) -> Result<Box<dyn Engine>> {
             )),
         },
         EngineKind::Ideal => baseline::open_ideal(config),
-        EngineKind::Mmdb | EngineKind::Wbl => baseline::open_persistent(config),
+        EngineKind::Mmdb | EngineKind::Wbl | EngineKind::Falcon => {
+            baseline::open_persistent(config)
+        }
     }
 }
 

@@ -162,3 +162,8 @@ fn wbl_bank_transfers_stay_serializable_and_recover() {
     bank(EngineKind::Wbl, 2, Durability::Immediate);
     bank(EngineKind::Wbl, 4, Durability::Lazy);
 }
+
+#[test]
+fn falcon_bank_transfers_stay_serializable_and_recover() {
+    bank(EngineKind::Falcon, 3, Durability::Immediate);
+}

@@ -158,3 +158,8 @@ fn mutated_mmdb_pools_never_panic() {
 fn mutated_wbl_pools_never_panic() {
     corpus(EngineKind::Wbl);
 }
+
+#[test]
+fn mutated_falcon_pools_never_panic() {
+    corpus(EngineKind::Falcon);
+}

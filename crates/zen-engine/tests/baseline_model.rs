@@ -226,4 +226,11 @@ proptest! {
     ) {
         run_model(EngineKind::Wbl, steps);
     }
+
+    #[test]
+    fn falcon_matches_a_btreemap_across_reopen_and_crash(
+        steps in proptest::collection::vec(step(true), 1..40)
+    ) {
+        run_model(EngineKind::Falcon, steps);
+    }
 }

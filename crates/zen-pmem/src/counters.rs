@@ -22,6 +22,10 @@ pub struct WorkerCounters {
     stall_ns: AtomicU64,
     remote_reads: AtomicU64,
     remote_writes: AtomicU64,
+    media_bytes_written: AtomicU64,
+    read_latency_ns: AtomicU64,
+    write_latency_ns: AtomicU64,
+    bandwidth_wait_ns: AtomicU64,
     /// Last 256-byte block counted, so consecutive writes to one block count once.
     last_block: AtomicU64,
     /// Lines flushed since this worker's last fence (what the latency model charges).
@@ -63,8 +67,17 @@ impl WorkerCounters {
         self.lines_since_fence.swap(0, Relaxed)
     }
 
-    pub(crate) fn on_stall(&self, ns: u64) {
-        bump(&self.stall_ns, ns);
+    /// Count what the device model charged for one access (`emu` only).
+    pub(crate) fn on_charge(&self, charge: &crate::device::Charge) {
+        let stall = charge.stall_ns();
+        if stall == 0 && charge.media_bytes_written == 0 {
+            return;
+        }
+        bump(&self.stall_ns, stall);
+        bump(&self.read_latency_ns, charge.read_latency_ns);
+        bump(&self.write_latency_ns, charge.write_latency_ns);
+        bump(&self.bandwidth_wait_ns, charge.bandwidth_wait_ns);
+        bump(&self.media_bytes_written, charge.media_bytes_written);
     }
 
     /// Count an access to memory of another NUMA node (real or virtual).
@@ -88,6 +101,10 @@ impl WorkerCounters {
             stall_ns: self.stall_ns.load(Relaxed),
             remote_reads: self.remote_reads.load(Relaxed),
             remote_writes: self.remote_writes.load(Relaxed),
+            media_bytes_written: self.media_bytes_written.load(Relaxed),
+            read_latency_ns: self.read_latency_ns.load(Relaxed),
+            write_latency_ns: self.write_latency_ns.load(Relaxed),
+            bandwidth_wait_ns: self.bandwidth_wait_ns.load(Relaxed),
         }
     }
 }
@@ -105,12 +122,22 @@ pub struct CounterSnapshot {
     pub fences: u64,
     /// Distinct 256-byte blocks written (consecutive repeats counted once).
     pub blocks_written: u64,
-    /// Nanoseconds spent in emulated NVM latency.
+    /// Nanoseconds of modelled NVM stall (`emu`): the sum of
+    /// `read_latency_ns`, `write_latency_ns` and `bandwidth_wait_ns`.
     pub stall_ns: u64,
     /// Reads of memory on another NUMA node.
     pub remote_reads: u64,
     /// Writes to memory on another NUMA node.
     pub remote_writes: u64,
+    /// Bytes the modelled medium wrote (`emu`): flushed lines rounded to the
+    /// media granularity after write combining, charged at fences.
+    pub media_bytes_written: u64,
+    /// Modelled read latency (`emu`).
+    pub read_latency_ns: u64,
+    /// Modelled persist (write) latency at fences (`emu`).
+    pub write_latency_ns: u64,
+    /// Modelled wait for read or write bandwidth (`emu`).
+    pub bandwidth_wait_ns: u64,
 }
 
 impl CounterSnapshot {
@@ -125,6 +152,10 @@ impl CounterSnapshot {
             stall_ns: self.stall_ns.wrapping_sub(earlier.stall_ns),
             remote_reads: self.remote_reads.wrapping_sub(earlier.remote_reads),
             remote_writes: self.remote_writes.wrapping_sub(earlier.remote_writes),
+            media_bytes_written: self.media_bytes_written.wrapping_sub(earlier.media_bytes_written),
+            read_latency_ns: self.read_latency_ns.wrapping_sub(earlier.read_latency_ns),
+            write_latency_ns: self.write_latency_ns.wrapping_sub(earlier.write_latency_ns),
+            bandwidth_wait_ns: self.bandwidth_wait_ns.wrapping_sub(earlier.bandwidth_wait_ns),
         }
     }
 
@@ -139,6 +170,10 @@ impl CounterSnapshot {
             stall_ns: self.stall_ns.wrapping_add(other.stall_ns),
             remote_reads: self.remote_reads.wrapping_add(other.remote_reads),
             remote_writes: self.remote_writes.wrapping_add(other.remote_writes),
+            media_bytes_written: self.media_bytes_written.wrapping_add(other.media_bytes_written),
+            read_latency_ns: self.read_latency_ns.wrapping_add(other.read_latency_ns),
+            write_latency_ns: self.write_latency_ns.wrapping_add(other.write_latency_ns),
+            bandwidth_wait_ns: self.bandwidth_wait_ns.wrapping_add(other.bandwidth_wait_ns),
         }
     }
 }
@@ -167,5 +202,23 @@ mod tests {
         c.on_fence();
         let d = c.snapshot().since(&a);
         assert_eq!((d.lines_flushed, d.fences), (3, 1));
+    }
+
+    #[test]
+    fn a_charge_is_counted_split_and_in_total() {
+        let c = WorkerCounters::default();
+        let charge = crate::device::Charge {
+            read_latency_ns: 3,
+            write_latency_ns: 100,
+            bandwidth_wait_ns: 40,
+            media_bytes_written: 256,
+        };
+        c.on_charge(&charge);
+        c.on_charge(&charge);
+        let s = c.snapshot();
+        assert_eq!(s.stall_ns, 286);
+        assert_eq!((s.read_latency_ns, s.write_latency_ns, s.bandwidth_wait_ns), (6, 200, 80));
+        assert_eq!(s.media_bytes_written, 512);
+        assert_eq!(s.since(&CounterSnapshot::default()).add(&s).media_bytes_written, 1024);
     }
 }

@@ -878,12 +878,28 @@ impl<B: PmemBackend> Persister<'_, B> {
         self.backend.flush(self.thread, offset, len);
     }
 
+    /// A write-back issued for speed, not for durability (Falcon's hinted
+    /// flush, §4.4 of its paper): under ADR the same as [`Persister::flush`];
+    /// under eADR, where `flush` issues nothing, it still writes the lines
+    /// back (`clwb`) and counts them, because on a persistent-cache machine
+    /// flushing contiguous lines early lets the module combine them into
+    /// whole media blocks instead of evicting them one by one later.
+    #[inline]
+    pub fn flush_hint(&self, offset: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        let line = CACHE_LINE as u64;
+        self.counters.on_flush((offset + len - 1) / line - offset / line + 1);
+        self.backend.flush(self.thread, offset, len);
+    }
+
     /// Store fence (the persist barrier of this thread's earlier flushes).
     #[inline]
     pub fn fence(&self) {
         let lines = self.counters.on_fence();
-        let stall = self.backend.fence(self.thread, lines);
-        self.counters.on_stall(stall);
+        let charge = self.backend.fence_by(self.thread, lines);
+        self.counters.on_charge(&charge);
     }
 
     /// Flush then fence.
@@ -897,8 +913,8 @@ impl<B: PmemBackend> Persister<'_, B> {
     #[inline]
     pub fn read(&self, offset: u64, buf: &mut [u8]) {
         self.counters.on_read(buf.len() as u64);
-        let stall = self.backend.read(offset, buf);
-        self.counters.on_stall(stall);
+        let charge = self.backend.read_by(self.thread, offset, buf);
+        self.counters.on_charge(&charge);
     }
 
     /// Atomic load of an aligned 8-byte word (not counted: metadata probes).

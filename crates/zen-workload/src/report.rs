@@ -44,6 +44,11 @@ pub struct ReportConfig {
     pub durable_across: String,
     /// Latency profile of the `emu` backend, `none` for the other backends.
     pub nvm_profile: String,
+    /// The device model's parameters (`emu` only; docs/design/nvm-emulation.md).
+    pub nvm_device: Option<zen_pmem::DeviceParams>,
+    /// `--nvm-share N`: what the figures model, `null` when they model the
+    /// device as it is (or no device).
+    pub nvm_model_note: Option<String>,
     pub persistence_domain: String,
     pub durability: String,
     pub pool: Option<String>,
@@ -89,6 +94,12 @@ impl ReportConfig {
             } else {
                 "none".to_string()
             },
+            nvm_device: (engine.pmem == zen_pmem::BackendKind::Emu).then_some(engine.latency),
+            nvm_model_note: engine
+                .latency
+                .share_threads
+                .filter(|_| engine.pmem == zen_pmem::BackendKind::Emu)
+                .map(share_note),
             persistence_domain: engine.domain.name().to_string(),
             durability: engine.durability.name().to_string(),
             pool: engine.pool.as_ref().map(|p| p.display().to_string()),
@@ -107,6 +118,13 @@ impl ReportConfig {
             zenplus_version: env!("CARGO_PKG_VERSION").to_string(),
         }
     }
+}
+
+/// What `--nvm-share N` makes of a run's figures (banner and summary).
+pub fn share_note(threads: u32) -> String {
+    format!(
+        "MODEL: each running thread gets the NVM bandwidth share of one of {threads} threads (1/{threads} of the modelled device with {threads} writers); throughput is per-thread pressure of a {threads}-thread run, not a measurement of {threads} threads"
+    )
 }
 
 /// Latency percentiles in microseconds.
@@ -167,6 +185,8 @@ pub struct TypeSummary {
 #[derive(Debug, Clone, Serialize)]
 pub struct PerCommit {
     pub bytes: f64,
+    /// Media bytes written per commit (`emu`).
+    pub media_bytes: f64,
     pub bytes_read: f64,
     pub flushes: f64,
     pub fences: f64,
@@ -183,6 +203,14 @@ pub struct NvmSummary {
     pub blocks_written: u64,
     /// Emulated NVM latency charged (the `emu` backend), all workers together.
     pub stall_ns: u64,
+    /// Bytes the modelled medium wrote: flushed lines after write combining,
+    /// rounded to its granularity (`emu`; 0 for the other backends).
+    pub media_bytes_written: u64,
+    /// The stall split: modelled read latency, persist latency at fences,
+    /// and waits for read or write bandwidth (sum: `stall_ns`).
+    pub read_latency_ns: u64,
+    pub write_latency_ns: u64,
+    pub bandwidth_wait_ns: u64,
     pub write_gb_per_s: f64,
     pub per_commit: PerCommit,
 }
@@ -365,6 +393,9 @@ impl Report {
         if let Some(dist) = c.workload_parameters.get("key_distribution").and_then(|v| v.as_str()) {
             let _ = writeln!(out, "key distribution  {dist}");
         }
+        if let Some(note) = &c.nvm_model_note {
+            let _ = writeln!(out, "nvm share         {note}");
+        }
         let _ = writeln!(
             out,
             "throughput        {} txn/s  ({} commits)",
@@ -432,6 +463,19 @@ impl Report {
             "nvm per commit    {:.0} B written · {:.0} B read · {:.2} flushes · {:.2} fences",
             p.bytes, p.bytes_read, p.flushes, p.fences
         );
+        if n.media_bytes_written > 0 || n.stall_ns > 0 {
+            let ms = |ns: u64| ns as f64 / 1e6;
+            let _ = writeln!(
+                out,
+                "nvm device model  {} media written ({:.0} B per commit, {:.2}× the bytes written) · stall read {:.1} ms · write {:.1} ms · bandwidth wait {:.1} ms",
+                bytes(n.media_bytes_written),
+                p.media_bytes,
+                n.media_bytes_written as f64 / n.bytes_written.max(1) as f64,
+                ms(n.read_latency_ns),
+                ms(n.write_latency_ns),
+                ms(n.bandwidth_wait_ns)
+            );
+        }
         let _ = writeln!(
             out,
             "cache             hit ratio {:.2} % ({} misses, {} evictions)",
@@ -570,9 +614,14 @@ fn nvm_summary(run: &RunResult) -> NvmSummary {
         fences: n.fences,
         blocks_written: n.blocks_written,
         stall_ns: n.stall_ns,
+        media_bytes_written: n.media_bytes_written,
+        read_latency_ns: n.read_latency_ns,
+        write_latency_ns: n.write_latency_ns,
+        bandwidth_wait_ns: n.bandwidth_wait_ns,
         write_gb_per_s: n.bytes_written as f64 / run.measured_s / 1e9,
         per_commit: PerCommit {
             bytes: per(n.bytes_written),
+            media_bytes: per(n.media_bytes_written),
             bytes_read: per(n.bytes_read),
             flushes: per(n.lines_flushed),
             fences: per(n.fences),

@@ -1,5 +1,5 @@
 //! Multi-worker crash campaigns with cross-worker reads, for every design
-//! that persists: Zen with each of the ten protocols, mmdb and wbl; each in
+//! that persists: Zen with each of the ten protocols, mmdb, wbl and falcon; each in
 //! strict, paranoid and eADR modes (the one harness, `zen_workload::crash`).
 //!
 //! Per design:
@@ -12,6 +12,9 @@
 //!   Zen reader must flush its writer's LP line before its own fence.
 //! - `bank` with **immediate** commits on 2 workers (the old
 //!   `zen_crash_bank.rs`, now with read-from checked too).
+//!
+//! Each workload recovers with 1, 2 and 4 threads across the three modes
+//! (`crash_common::recovery_threads`).
 //!
 //! Every campaign of a design runs; the test fails listing each violation
 //! with the check that fired. `zen crash-test … --durability lazy --threads
@@ -28,12 +31,12 @@ use zen_workload::crash::{CampaignConfig, CrashWorkload, Tuning};
 fn design(engine: EngineKind, cc: CcKind, lazy_threads: usize) {
     let mut violations = Vec::new();
     let mut runs = Vec::new();
-    for mode in MODES {
-        runs.push((CrashWorkload::Bank, Durability::Lazy, lazy_threads, mode));
-        runs.push((CrashWorkload::ListAppend, Durability::Lazy, lazy_threads, mode));
-        runs.push((CrashWorkload::Bank, Durability::Immediate, 2, mode));
+    for (m, mode) in MODES.into_iter().enumerate() {
+        runs.push((CrashWorkload::Bank, Durability::Lazy, lazy_threads, mode, m));
+        runs.push((CrashWorkload::ListAppend, Durability::Lazy, lazy_threads, mode, m + 1));
+        runs.push((CrashWorkload::Bank, Durability::Immediate, 2, mode, m + 2));
     }
-    for (workload, durability, threads, mode) in runs {
+    for (workload, durability, threads, mode, rotation) in runs {
         let cfg = CampaignConfig {
             workload,
             engine,
@@ -41,6 +44,7 @@ fn design(engine: EngineKind, cc: CcKind, lazy_threads: usize) {
             mode,
             durability,
             threads,
+            recovery_threads: recovery_threads(cc, rotation),
             txns: 6,
             crash_points: 16,
             images_per_point: if mode == CrashMode::Strict { 6 } else { 4 },
@@ -106,4 +110,9 @@ fn mmdb() {
 #[test]
 fn wbl() {
     design(EngineKind::Wbl, CcKind::Silo, 3);
+}
+
+#[test]
+fn falcon() {
+    design(EngineKind::Falcon, CcKind::Silo, 2);
 }

@@ -1,6 +1,6 @@
 //! Scripted crash campaigns of particular code paths, on the one harness
 //! (`zen_workload::crash`, subject `script`): Zen (Silo and MVCC, Zen+
-//! exclusive stages on MVCC and Hekaton), mmdb and wbl. Each scenario runs in
+//! exclusive stages on MVCC and Hekaton), mmdb, wbl and falcon. Each scenario runs in
 //! strict (every crash point, exhaustive within 256 images), paranoid and
 //! eADR modes; the oracle holds each worker's keys to the model after
 //! exactly its surviving transactions, every acknowledged one present, plus
@@ -14,6 +14,7 @@ mod crash_common;
 use crash_common::*;
 use zen_engine::heap::{slot_size, slots_per_page};
 use zen_engine::{CcKind, Durability, EngineKind};
+use zen_pmem::sim::CrashMode;
 use zen_workload::crash::script::{ROW_BYTES, Script, Step};
 
 fn zen(script: &Script, budgets: Budgets) {
@@ -114,6 +115,41 @@ fn zen_crash_with_two_workers() {
     let script =
         Script { workers: vec![worker(1), worker(2)], ..Script::one("two-workers", vec![]) };
     zen(&script, Budgets { strict: 64, paranoid: 16, eadr: 8 });
+}
+
+/// Parallel recovery crashed at its own fences. The scenarios above recover
+/// with 1, 2 or 4 threads (`crash_common::recovery_threads`), but only their
+/// Silo and MVCC strict campaigns crash recoveries, with 1 and 2 threads.
+/// Here two workers' versions, tombstones and reused slots are recovered by
+/// 4 threads (each with a page or two), and every checked crash point's
+/// recovery is crashed at 6 of its fences, two levels deep.
+#[test]
+fn zen_recovery_on_four_threads_is_idempotent_under_nested_crashes() {
+    let worker = |base: u64| -> Vec<Step> {
+        let mut steps: Vec<Step> = (0..5)
+            .map(|i| {
+                vec![(0, base, Some(i), false), (1, 500 + base * 10 + i as u64, Some(i), true)]
+            })
+            .collect();
+        steps.push(vec![(0, base, None, false), (1, 500 + base * 10, None, false)]);
+        steps.push(vec![(0, base, Some(9), true)]);
+        steps
+    };
+    let script = Script {
+        workers: vec![worker(1), worker(2)],
+        ..Script::one("four-recovery-threads", vec![])
+    };
+    for cc in [CcKind::Silo, CcKind::Mvcc] {
+        let mut cfg = script_config(EngineKind::Zen, cc, zen_pmem::sim::CrashMode::Strict, 16);
+        cfg.threads = 2;
+        cfg.recovery_threads = 4;
+        cfg.tuning.pool_pages = Some(32);
+        cfg.tuning.nested_crash_points = Some(4);
+        cfg.tuning.nested_points = 6;
+        let report = run_script(&cfg, &script);
+        assert!(report.passed(), "{}", report.render_text());
+        assert!(report.nested.recoveries >= 24, "{}", report.render_text());
+    }
 }
 
 /// Catalog rewrites while transactions run: a thread creates tables (each
@@ -340,4 +376,65 @@ fn wbl_crash_with_lazy_group_commit() {
         c.durability = Durability::Lazy;
         c.tuning.group_commit_interval_us = Some(200);
     });
+}
+
+// ---------------------------------------------------------------------------
+// falcon: small log windows, so the scenarios wrap the ring and overwrite
+// old records (20 KiB holds the warm-up's four 4 KiB blob rows).
+
+fn falcon(script: &Script, budgets: Budgets, window_bytes: u64) {
+    baseline(EngineKind::Falcon, script, budgets, |c| {
+        c.tuning.falcon_window_bytes = Some(window_bytes);
+    });
+}
+
+#[test]
+fn falcon_crash_during_single_and_multi_table_transactions() {
+    falcon(&Script { blobs: true, ..Script::one("single", single()) }, BASELINE, 1024);
+}
+
+#[test]
+fn falcon_crash_with_two_workers() {
+    let script =
+        Script { blobs: true, workers: two_workers(), ..Script::one("two-workers", vec![]) };
+    falcon(&script, Budgets { paranoid: 8, ..BASELINE }, 1024);
+}
+
+#[test]
+fn falcon_crash_while_the_window_wraps_over_blob_records() {
+    // Three 4 KiB rows per transaction (12.4 KiB records) in a 20 KiB
+    // window: every record overwrites the previous one's bytes, so under
+    // ADR each commit first fences the write-backs of the one before.
+    let blobs = |i: i64| (0..3).map(move |k| (2, k, Some(10 * (i + 1) + k as i64), false));
+    let mut steps: Vec<Step> = (0..5).map(|i| blobs(i).collect()).collect();
+    steps.push(vec![(2, 9, Some(9), true), (0, 7, None, false)]);
+    let script = Script { blobs: true, warm: blobs_warm(), ..Script::one("wrap", steps) };
+    falcon(&script, Budgets { paranoid: 6, ..BASELINE }, 20 << 10);
+}
+
+#[test]
+fn falcon_crash_during_tombstone_reuse_and_reinsert() {
+    // Key 3 is deleted (its tombstone reclaimed once durable, its slot
+    // reused by key 8's insert), key 6 deleted and inserted again in place.
+    let mut steps: Vec<Step> =
+        (0..3).map(|i| vec![(0, 6, Some(i), false), (0, 3, Some(-i), false)]).collect();
+    steps.push(vec![(0, 3, None, false)]);
+    steps.extend((0..3).map(|i| vec![(0, 5, Some(i), false)]));
+    steps.push(vec![(0, 8, Some(88), true)]);
+    steps.push(vec![(0, 6, None, false)]);
+    steps.push(vec![(0, 6, Some(66), true)]);
+    let script = Script { blobs: true, ..Script::one("reuse", steps) };
+    falcon(&script, Budgets { paranoid: 8, ..BASELINE }, 1024);
+}
+
+#[test]
+fn falcon_inp_crash_with_a_page_sized_log_under_eadr() {
+    // The Inp variant (page-sized log, written back) in eADR mode only:
+    // the other modes are ADR, where it behaves as the full design.
+    let mut cfg = script_config(EngineKind::Falcon, CcKind::Silo, CrashMode::Eadr, 8);
+    cfg.tuning.pool_pages = Some(18);
+    cfg.tuning.falcon_variant = Some(zen_engine::FalconVariant::Inp);
+    let script = Script { blobs: true, ..Script::one("inp", single()) };
+    let report = run_script(&cfg, &script);
+    assert!(report.passed(), "{}", report.render_text());
 }

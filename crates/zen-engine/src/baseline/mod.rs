@@ -6,16 +6,19 @@
 //! | [`ideal`] | DRAM | nothing | none |
 //! | [`mmdb`] | DRAM up to the budget, the rest in NVM as volatile memory | one redo record per transaction, one fence | last checkpoint + log replay |
 //! | [`wbl`] | versions in NVM with per-tuple CC metadata, DRAM tuple cache | each new version (one fence per tuple), a (cp, cd) record per group | undo versions in (cp, cd], rebuild indexes |
+//! | [`falcon`] | one slot per tuple in NVM, updated in place | a redo record in a small per-worker window (flushed under ADR only), then the tuples (selective write-back) | replay the windows, rebuild indexes |
 //!
 //! All three run on [`occ`], a Silo core in DRAM; a design is a [`occ::Store`].
 //! Every NVM byte goes through `zen_pmem::Persister`, so bytes, flushes and
 //! fences are counted exactly as Zen's are.
 
+pub mod falcon;
 pub mod ideal;
 pub mod mmdb;
 pub mod occ;
 pub mod wbl;
 
+pub use falcon::FalconEngine;
 pub use ideal::IdealEngine;
 pub use mmdb::MmdbEngine;
 pub use wbl::WblEngine;
@@ -91,6 +94,8 @@ fn open_on<B: zen_pmem::PmemBackend>(config: &EngineConfig) -> Result<Box<dyn En
         (EngineKind::Mmdb, false) => Ok(Box::new(MmdbEngine::<B>::open(config)?)),
         (EngineKind::Wbl, true) => Ok(Box::new(WblEngine::<B>::create(config)?)),
         (EngineKind::Wbl, false) => Ok(Box::new(WblEngine::<B>::open(config)?)),
+        (EngineKind::Falcon, true) => Ok(Box::new(FalconEngine::<B>::create(config)?)),
+        (EngineKind::Falcon, false) => Ok(Box::new(FalconEngine::<B>::open(config)?)),
         (other, _) => Err(Error::InvalidConfig(format!(
             "engine {} is not a persistent baseline",
             other.name()

@@ -4,8 +4,9 @@
 //! readers) is the authority on
 //! record ids: it maps every key that was ever given a record to that record,
 //! decides races between inserters of one key, and answers point lookups with
-//! one probe. A lock-free skip list holds, in key order, the keys that may
-//! hold a live row: scans, phantom re-scans, checks and checkpoints walk it.
+//! one probe. An ordered set ([`OrderedSet`], an adaptive radix tree with
+//! optimistic lock coupling) holds, in key order, the keys that may hold a
+//! live row: scans, phantom re-scans, checks and checkpoints walk it.
 //!
 //! The hash index never shrinks (a deleted record stays, absent, and a later
 //! insert of its key reuses it, so a reader that validated the absence of a
@@ -28,13 +29,16 @@
 //! read a deleted version (multi-version protocols) do not unlink.
 //!
 //! Why not one structure: scc's `TreeIndex` was measured to scan from the
-//! middle of a large tree in time that grows with the start position, and a
-//! skip-list lookup walks ~log2(n) nodes with an epoch pin; in a profile of
-//! YCSB on 100,000 rows the skip-list search took 24–31 % of the CPU time
-//! of every engine.
+//! middle of a large tree in time that grows with the start position, and an
+//! ordered-structure lookup walks several nodes with an epoch pin; in a
+//! profile of YCSB on 100,000 rows the (then) skip-list search took 24–31 %
+//! of the CPU time of every engine. The skip list was later replaced as the
+//! ordered set too (`ordered.rs`): its inserts were 13 % of TPC-C's time.
 
+mod ordered;
 mod point;
 mod secondary;
+pub use ordered::OrderedSet;
 pub use point::PointIndex;
 pub use secondary::{
     MAX_SECONDARY_KEY_BYTES, SecondaryIndex, maintain as maintain_secondary,
@@ -42,15 +46,10 @@ pub use secondary::{
 };
 
 /// Key → record id, ordered, lock-free.
+#[derive(Default)]
 pub struct PrimaryIndex {
-    ordered: crossbeam_skiplist::SkipMap<u64, u64>,
+    ordered: OrderedSet,
     point: PointIndex,
-}
-
-impl Default for PrimaryIndex {
-    fn default() -> Self {
-        PrimaryIndex { ordered: crossbeam_skiplist::SkipMap::new(), point: PointIndex::default() }
-    }
 }
 
 impl PrimaryIndex {
@@ -75,14 +74,14 @@ impl PrimaryIndex {
     /// caller holds the record's lock, or no transaction runs (recovery).
     #[inline]
     pub fn link(&self, key: u64, rid: u64) {
-        self.ordered.get_or_insert(key, rid);
+        self.ordered.link(key, rid);
     }
 
     /// Take `key` out of the ordered set: its record's deletion is being
     /// installed by the caller, who holds the record's lock (I1).
     #[inline]
     pub fn unlink(&self, key: u64) {
-        self.ordered.remove(&key);
+        self.ordered.unlink(key);
     }
 
     /// (key, record id) pairs of the ordered set with keys in `range`, in
@@ -91,16 +90,16 @@ impl PrimaryIndex {
         &self,
         range: std::ops::RangeInclusive<u64>,
     ) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.ordered.range(range).map(|e| (*e.key(), *e.value()))
+        self.ordered.range(*range.start(), *range.end())
     }
 
     /// Every (key, record id) pair of the ordered set (every live key, I1),
     /// in key order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.ordered.iter().map(|e| (*e.key(), *e.value()))
+        self.ordered.range(0, crate::schema::MAX_KEY)
     }
 
-    /// Keys in the ordered set.
+    /// Keys in the ordered set (walks it: not for hot paths).
     pub fn len(&self) -> usize {
         self.ordered.len()
     }

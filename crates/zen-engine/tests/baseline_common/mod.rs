@@ -12,9 +12,10 @@ use zen_pmem::BackendKind;
 pub const ROW: usize = 32;
 
 /// The baseline designs under test.
-pub const BASELINES: [EngineKind; 3] = [EngineKind::Ideal, EngineKind::Mmdb, EngineKind::Wbl];
+pub const BASELINES: [EngineKind; 4] =
+    [EngineKind::Ideal, EngineKind::Mmdb, EngineKind::Wbl, EngineKind::Falcon];
 /// The baselines that persist (reopen, recovery, crash campaigns).
-pub const PERSISTENT: [EngineKind; 2] = [EngineKind::Mmdb, EngineKind::Wbl];
+pub const PERSISTENT: [EngineKind; 3] = [EngineKind::Mmdb, EngineKind::Wbl, EngineKind::Falcon];
 
 pub fn accounts() -> TableSchema {
     TableSchema::new("accounts")

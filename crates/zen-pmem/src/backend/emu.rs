@@ -1,34 +1,63 @@
-//! `emu`: the `fs` backend plus the NVM latency model of [`crate::latency`].
+//! `emu`: the `fs` backend plus the NVM device model of [`crate::device`].
 //!
-//! Reads pay the modelled read latency, fences pay the modelled write-back cost
-//! of the lines flushed since the thread's previous fence. The delays are TSC
-//! busy-waits (see [`crate::cpu::busy_wait_ns`]) and are returned to the
-//! caller, which adds them to the worker's `stall_ns` counter.
+//! Every thread slot of the pool shares one [`Device`]: flushes go through
+//! the slot's write-combining buffer, fences pay the persist latency and
+//! wait for the write bandwidth their media bytes take, reads pay random or
+//! sequential latency and wait for read bandwidth. The delays are TSC
+//! busy-waits (see [`crate::cpu::busy_wait_ns`]); the [`Charge`] goes back to
+//! the caller, which adds it to the worker's counters.
+//!
+//! With an idle device (the `dram` profile) the backend never calls the
+//! model: it is `fs` plus one predictable branch per read, flush and fence.
 
 use std::path::Path;
 
 use super::{BackendKind, BackendOptions, FsBackend, PersistenceDomain, PmemBackend};
 use crate::cpu::busy_wait_ns;
-use crate::error::Result;
-use crate::latency::LatencyModel;
+use crate::device::{Charge, Device, DeviceParams};
+use crate::error::{PmemError, Result};
 
 pub struct EmuBackend {
     inner: FsBackend,
-    model: LatencyModel,
+    device: Device,
+    /// `device.params().is_idle()`, kept beside the hot path's other fields.
+    idle: bool,
 }
 
 impl EmuBackend {
-    pub fn model(&self) -> &LatencyModel {
-        &self.model
+    fn with(inner: FsBackend, params: DeviceParams) -> Result<Self> {
+        params.validate().map_err(|e| PmemError::InvalidOption {
+            path: inner.path().to_path_buf(),
+            detail: e.to_string(),
+        })?;
+        Ok(EmuBackend {
+            inner,
+            device: Device::new(params, Default::default()),
+            idle: params.is_idle(),
+        })
+    }
+
+    pub fn model(&self) -> &DeviceParams {
+        self.device.params()
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    #[inline]
+    fn wait(charge: Charge) -> Charge {
+        busy_wait_ns(charge.stall_ns());
+        charge
     }
 }
 
 impl PmemBackend for EmuBackend {
     fn create(opts: &BackendOptions, len: u64) -> Result<Self> {
-        Ok(EmuBackend { inner: FsBackend::create(opts, len)?, model: opts.latency })
+        EmuBackend::with(FsBackend::create(opts, len)?, opts.latency)
     }
     fn open(opts: &BackendOptions) -> Result<Self> {
-        Ok(EmuBackend { inner: FsBackend::open(opts)?, model: opts.latency })
+        EmuBackend::with(FsBackend::open(opts)?, opts.latency)
     }
     fn kind(&self) -> BackendKind {
         BackendKind::Emu
@@ -48,7 +77,18 @@ impl PmemBackend for EmuBackend {
     #[inline]
     fn read(&self, offset: u64, buf: &mut [u8]) -> u64 {
         self.inner.mapping().read(offset, buf);
-        busy_wait_ns(self.model.read_cost_ns(offset, buf.len() as u64))
+        if self.idle {
+            return 0;
+        }
+        Self::wait(self.device.on_read(None, offset, buf.len() as u64)).stall_ns()
+    }
+    #[inline]
+    fn read_by(&self, thread: u32, offset: u64, buf: &mut [u8]) -> Charge {
+        self.inner.mapping().read(offset, buf);
+        if self.idle {
+            return Charge::default();
+        }
+        Self::wait(self.device.on_read(Some(thread), offset, buf.len() as u64))
     }
     #[inline]
     fn load_u64(&self, offset: u64) -> u64 {
@@ -68,12 +108,22 @@ impl PmemBackend for EmuBackend {
     }
     #[inline]
     fn flush(&self, thread: u32, offset: u64, len: u64) {
-        self.inner.flush(thread, offset, len)
+        self.inner.flush(thread, offset, len);
+        if !self.idle {
+            self.device.on_flush(thread, offset, len);
+        }
     }
     #[inline]
     fn fence(&self, thread: u32, lines_flushed: u64) -> u64 {
+        self.fence_by(thread, lines_flushed).stall_ns()
+    }
+    #[inline]
+    fn fence_by(&self, thread: u32, lines_flushed: u64) -> Charge {
         self.inner.fence(thread, lines_flushed);
-        busy_wait_ns(self.model.fence_cost_ns(lines_flushed))
+        if self.idle {
+            return Charge::default();
+        }
+        Self::wait(self.device.on_fence(thread, lines_flushed))
     }
     fn reserve_space(&self) -> Result<()> {
         self.inner.reserve_space()

@@ -13,7 +13,7 @@
 //! | --- | --- | --- |
 //! | [`DaxBackend`] | fsdax file, `MAP_SHARED_VALIDATE \| MAP_SYNC` | power failure (ADR: flush + fence; eADR: store) |
 //! | [`FsBackend`] | regular file, `MAP_SHARED` | process crash, not power failure |
-//! | [`EmuBackend`] | `fs` + latency model | process crash |
+//! | [`EmuBackend`] | `fs` + NVM device model (`crate::device`) | process crash |
 //! | [`DramBackend`] | anonymous memory | nothing |
 //! | [`crate::sim::SimBackend`] | crash simulator | simulated power failure |
 //! | [`HeapBackend`] | heap memory, no intrinsics (Miri, loom) | nothing |
@@ -33,8 +33,8 @@ pub use space::free_bytes;
 
 use std::path::{Path, PathBuf};
 
+use crate::device::{Charge, DeviceParams as LatencyModel, NvmProfile};
 use crate::error::Result;
-use crate::latency::{LatencyModel, NvmProfile};
 
 /// Which backend a pool runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -145,7 +145,7 @@ pub struct BackendOptions {
     pub members: Vec<PathBuf>,
     /// Persistence domain the engine should assume.
     pub domain: PersistenceDomain,
-    /// Latency model (used by `emu` only).
+    /// NVM device model (used by `emu` only).
     pub latency: LatencyModel,
 }
 
@@ -240,6 +240,18 @@ pub trait PmemBackend: Send + Sync + Sized + 'static {
     /// Store fence by `thread`; `lines_flushed` is the number of lines it flushed
     /// since its previous fence. Returns nanoseconds of emulated stall.
     fn fence(&self, thread: u32, lines_flushed: u64) -> u64;
+    /// [`PmemBackend::read`] by worker slot `thread`, with the modelled cost
+    /// split ([`Charge`]); the persist primitives call this one. Only `emu`
+    /// models anything; the default charges the stall `read` returns as
+    /// read latency.
+    fn read_by(&self, _thread: u32, offset: u64, buf: &mut [u8]) -> Charge {
+        Charge { read_latency_ns: self.read(offset, buf), ..Charge::default() }
+    }
+    /// [`PmemBackend::fence`] with the modelled cost split: write latency,
+    /// bandwidth wait and the media bytes the fenced flushes cost.
+    fn fence_by(&self, thread: u32, lines_flushed: u64) -> Charge {
+        Charge { write_latency_ns: self.fence(thread, lines_flushed), ..Charge::default() }
+    }
     /// The member files of a per-node pool, in order; empty for a single file.
     fn members(&self) -> &[MemberFile] {
         &[]

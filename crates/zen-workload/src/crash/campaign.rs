@@ -206,7 +206,7 @@ impl<'c, S: Subject> Campaign<'c, S> {
             max_workers: self.cfg.threads + 3,
             cache_size_bytes: self.cache_bytes,
             durability: self.cfg.durability,
-            recovery_threads: Some(1),
+            recovery_threads: Some(self.cfg.recovery_threads),
             domain: self.domain,
             fault: match fault {
                 Some(InjectedFault::Zen(f)) => Some(f),
@@ -225,6 +225,12 @@ impl<'c, S: Subject> Campaign<'c, S> {
         }
         if let Some(us) = t.group_commit_interval_us {
             c.group_commit_interval_us = us;
+        }
+        if let Some(bytes) = t.falcon_window_bytes {
+            c.falcon_window_bytes = bytes;
+        }
+        if let Some(variant) = t.falcon_variant {
+            c.falcon_variant = variant;
         }
         c
     }

@@ -14,6 +14,8 @@ use super::violation::ConfigError;
 
 /// Most workers of a campaign.
 pub const MAX_THREADS: usize = 4;
+/// Most recovery threads of a campaign.
+pub const MAX_RECOVERY_THREADS: usize = 8;
 
 /// The workloads a campaign runs (`Script` is the tests' scripted subject,
 /// not offered by `zen crash-test`).
@@ -132,6 +134,12 @@ pub struct Tuning {
     /// At most this many of the checked crash points (spread evenly, the
     /// first and the last included) get nested crashes; `None`: every one.
     pub nested_crash_points: Option<u64>,
+    /// falcon: bytes of each worker's log window (`None`: the engine's
+    /// default, 64 KiB less the page header here; small windows make the
+    /// scenarios wrap the ring and overwrite old records).
+    pub falcon_window_bytes: Option<u64>,
+    /// falcon: the design variant (`None`: the full design).
+    pub falcon_variant: Option<zen_engine::FalconVariant>,
 }
 
 impl Default for Tuning {
@@ -148,6 +156,8 @@ impl Default for Tuning {
             nested_images: 2,
             nested_images_per_point: 1,
             nested_crash_points: None,
+            falcon_window_bytes: None,
+            falcon_variant: None,
         }
     }
 }
@@ -171,6 +181,9 @@ pub struct CampaignConfig {
     pub seed: u64,
     /// Workers of the recorded run (1..=4).
     pub threads: usize,
+    /// Threads of every recovery the campaign runs, nested ones included
+    /// (1..=8; Zen, mmdb and wbl recover in parallel).
+    pub recovery_threads: usize,
     /// Requests each worker runs in the recorded run (scripts: ignored).
     pub txns: u64,
     /// An injected bug (the bug-injection suite), `None` for real campaigns.
@@ -193,6 +206,7 @@ impl Default for CampaignConfig {
             nested_depth: 1,
             seed: 0x5EED,
             threads: 2,
+            recovery_threads: 1,
             txns: 8,
             fault: None,
             save_failing: None,
@@ -207,7 +221,10 @@ fn out_of_range(flag: &'static str, value: impl ToString, allowed: &str) -> Conf
 
 impl CampaignConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if !matches!(self.engine, EngineKind::Zen | EngineKind::Mmdb | EngineKind::Wbl) {
+        if !matches!(
+            self.engine,
+            EngineKind::Zen | EngineKind::Mmdb | EngineKind::Wbl | EngineKind::Falcon
+        ) {
             return Err(ConfigError::EngineNotCrashCheckable { engine: self.engine.name() });
         }
         if let Some(f) = self.fault
@@ -221,6 +238,9 @@ impl CampaignConfig {
         }
         if !(1..=MAX_THREADS).contains(&self.threads) {
             return Err(out_of_range("--threads", self.threads, "1..=4"));
+        }
+        if !(1..=MAX_RECOVERY_THREADS).contains(&self.recovery_threads) {
+            return Err(out_of_range("--recovery-threads", self.recovery_threads, "1..=8"));
         }
         if self.txns == 0 || self.txns > 100_000 {
             return Err(out_of_range("--txns", self.txns, "1..=100000"));
@@ -240,7 +260,7 @@ impl CampaignConfig {
     /// The flags that replay this campaign (after `zen crash-test`).
     pub fn replay_args(&self) -> String {
         let mut s = format!(
-            "{} --engine {} --cc {} --mode {} --durability {} --crash-points {} --images-per-point {} --nested-depth {} --seed {} --threads {} --txns {}",
+            "{} --engine {} --cc {} --mode {} --durability {} --crash-points {} --images-per-point {} --nested-depth {} --seed {} --threads {} --recovery-threads {} --txns {}",
             self.workload.name(),
             self.engine.name(),
             self.cc.name(),
@@ -251,6 +271,7 @@ impl CampaignConfig {
             self.nested_depth,
             self.seed,
             self.threads,
+            self.recovery_threads,
             self.txns
         );
         if let Some(f) = self.fault {

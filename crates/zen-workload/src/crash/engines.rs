@@ -3,10 +3,10 @@
 //! on a simulated pool), one line per engine and protocol. `ideal` has no
 //! line: it persists nothing and cannot reopen a pool, so
 //! [`super::CampaignConfig::validate`] refuses it with
-//! [`super::ConfigError::EngineNotCrashCheckable`]. Falcon and NVCaracal,
-//! when they land, are one line each here.
+//! [`super::ConfigError::EngineNotCrashCheckable`]. NVCaracal, when it
+//! lands, is one line here.
 
-use zen_engine::baseline::{MmdbEngine, WblEngine};
+use zen_engine::baseline::{FalconEngine, MmdbEngine, WblEngine};
 use zen_engine::cc::{self, Protocol};
 use zen_engine::{CcKind, Engine, EngineConfig, EngineKind, EngineWorker, ZenEngine};
 use zen_pmem::Pool;
@@ -68,6 +68,18 @@ impl SimOpened for WblEngine<SimBackend> {
     }
 }
 
+impl SimOpened for FalconEngine<SimBackend> {
+    fn engine(&self) -> &dyn Engine {
+        self
+    }
+    fn backend(&self) -> &SimBackend {
+        self.core().store.pool.backend()
+    }
+    fn release(self: Box<Self>) -> Option<Pool<SimBackend>> {
+        self.into_pool()
+    }
+}
+
 type OpenFn = fn(Pool<SimBackend>, &EngineConfig) -> zen_engine::Result<Box<dyn SimOpened>>;
 
 /// How to create and recover one engine × protocol on the simulator.
@@ -110,6 +122,11 @@ pub fn registration(engine: EngineKind, protocol: CcKind) -> Result<Registration
             kind: EngineKind::Wbl,
             create: |pool, c| Ok(Box::new(WblEngine::create_on(pool, c)?)),
             open: |pool, c| Ok(Box::new(WblEngine::open_on(pool, c)?)),
+        },
+        (EngineKind::Falcon, _) => Registration {
+            kind: EngineKind::Falcon,
+            create: |pool, c| Ok(Box::new(FalconEngine::create_on(pool, c)?)),
+            open: |pool, c| Ok(Box::new(FalconEngine::open_on(pool, c)?)),
         },
         (EngineKind::Ideal, _) => {
             return Err(ConfigError::EngineNotCrashCheckable { engine: engine.name() });

@@ -66,7 +66,9 @@ pub mod list_append;
 pub mod script;
 
 pub use campaign::{LIVENESS_TXNS, PAGE_BYTES};
-pub use config::{CampaignConfig, CrashWorkload, InjectedFault, MAX_THREADS, Tuning};
+pub use config::{
+    CampaignConfig, CrashWorkload, InjectedFault, MAX_RECOVERY_THREADS, MAX_THREADS, Tuning,
+};
 pub use engines::{Registration, SimOpened, registration};
 pub use report::{CampaignReport, Failure, FenceSites, ImageCounts, NestedCounts, Progress};
 pub use subject::{Subject, Survivors, workload_check};

@@ -149,12 +149,13 @@ impl CampaignReport {
     pub fn summary_line(&self) -> String {
         let c = &self.config;
         format!(
-            "{} on {} ({}, {}, {} workers): {} crash points, {} images, {} nested recoveries, {}",
+            "{} on {} ({}, {}, {} workers, {} recovery threads): {} crash points, {} images, {} nested recoveries, {}",
             c.workload.name(),
             c.design(),
             c.mode.name(),
             c.durability.name(),
             c.threads,
+            c.recovery_threads,
             self.crash_points_checked,
             self.images.total,
             self.nested.recoveries,

@@ -33,6 +33,7 @@
 //! [`IntervalSample`], keeps it for `timeseries.csv` and hands it to the
 //! progress callback.
 
+mod exclusive;
 pub mod live;
 pub mod route;
 pub mod stats;
@@ -266,12 +267,17 @@ pub fn run_benchmark<W: Workload>(
                 .map(|(t, c)| (t.to_string(), c.to_string()))
                 .collect(),
         });
-        let adaptive = engine.adaptive_stats().zip(timing.adaptive_start).map(|(a, b)| a.since(&b));
         // A transaction budget ends when the last worker finishes its share.
         let end = match config.stop {
             Stop::Transactions(_) => merged.finished_at.unwrap_or(timing.end),
             Stop::Duration(_) => timing.end,
         };
+        let adaptive = engine.adaptive_stats().zip(timing.adaptive_start).map(|(a, b)| {
+            let mut d = a.since(&b);
+            // Cut at the window's edges, like every other counter (exclusive.rs).
+            d.exclusive_us = timing.exclusive.window_us(d.exclusive_us, timing.measure_start, end);
+            d
+        });
         Ok(RunResult {
             seed: config.seed,
             threads: config.threads,
@@ -296,6 +302,7 @@ struct Timing {
     nvm_start: CounterSnapshot,
     numa_start: NumaCounters,
     adaptive_start: Option<AdaptiveStats>,
+    exclusive: exclusive::ExclusiveWatch,
     samples: Vec<IntervalSample>,
 }
 
@@ -324,9 +331,13 @@ fn coordinate<T>(
     let mut numa_start = start.numa;
     let mut adaptive_start = start.adaptive;
     let tick = Duration::from_millis(20).min(config.interval);
+    let mut exclusive = exclusive::ExclusiveWatch::default();
     loop {
         std::thread::sleep(tick);
         let now = Instant::now();
+        if let Some(a) = engine.adaptive_stats() {
+            exclusive.observe(now, &a);
+        }
         let all_done = handles.iter().all(|h| h.is_finished());
         if measure_start.is_none() && now - started >= config.warmup {
             // Close the warmup's last interval so no sample straddles the phases.
@@ -338,6 +349,7 @@ fn coordinate<T>(
             nvm_start = engine.pmem_counters();
             numa_start = numa_total();
             adaptive_start = engine.adaptive_stats();
+            exclusive.open(now);
             shared.phase.store(MEASURE, Ordering::Release);
             measure_start = Some(now);
         }
@@ -362,6 +374,7 @@ fn coordinate<T>(
                 nvm_start,
                 numa_start,
                 adaptive_start,
+                exclusive,
                 samples: sampler.samples,
             };
         }

@@ -13,6 +13,23 @@ use zen_workload::crash::{
 /// The three crash modes, in the order the tests run them.
 pub const MODES: [CrashMode; 3] = [CrashMode::Strict, CrashMode::Paranoid, CrashMode::Eadr];
 
+/// Recovery threads the campaigns rotate through (a campaign's recoveries,
+/// nested ones included, all use one count).
+pub const RECOVERY_THREADS: [usize; 3] = [1, 2, 4];
+
+/// The recovery threads of the `i`-th campaign of a test, for `cc`: the
+/// rotation starts one step further for each protocol, so the strict
+/// (nested) campaigns of Silo, MVCC and the others recover with 1, 2 and 4
+/// threads, and each mode sees every count.
+pub fn recovery_threads(cc: CcKind, i: usize) -> usize {
+    let start = match cc {
+        CcKind::Silo => 0,
+        CcKind::Mvcc => 1,
+        _ => 2,
+    };
+    RECOVERY_THREADS[(start + i) % RECOVERY_THREADS.len()]
+}
+
 /// The seed of every campaign (`ZEN_SEED=… cargo test NAME` replays one).
 pub fn seed() -> u64 {
     seed_from_env(0x5EED)
@@ -84,6 +101,7 @@ pub fn script_config(
         nested_depth: if mode == CrashMode::Strict { 2 } else { 0 },
         seed: seed(),
         threads: 1,
+        recovery_threads: 1,
         txns: 1,
         fault: None,
         save_failing: None,
@@ -98,8 +116,9 @@ pub fn script_config(
 }
 
 /// Run `script` on `engine`/`cc` in every mode with `budgets`, each under
-/// `tweak`; every campaign must pass and see more crash points than the
-/// script has transactions.
+/// `tweak` (the modes recover with the [`recovery_threads`] rotation);
+/// every campaign must pass and see more crash points than the script has
+/// transactions.
 pub fn scenario(
     engine: EngineKind,
     cc: CcKind,
@@ -108,9 +127,10 @@ pub fn scenario(
     tweak: impl Fn(&mut CampaignConfig),
 ) -> Vec<CampaignReport> {
     let mut reports = Vec::new();
-    for mode in MODES {
+    for (i, mode) in MODES.into_iter().enumerate() {
         let mut cfg = script_config(engine, cc, mode, budgets.of(mode));
         cfg.threads = script.workers.len().max(1);
+        cfg.recovery_threads = recovery_threads(cc, i);
         tweak(&mut cfg);
         let report = run_script(&cfg, script);
         assert!(report.passed(), "{}", report.render_text());

@@ -1,0 +1,346 @@
+//! `zen reproduce FIGURE|all --scale S --out DIR` and `zen reproduce --list`.
+//!
+//! The figures are data (`figures/*.toml`, read by [`figure`]); this command
+//! runs their matrices as child `zen bench` processes ([`run`]), writes
+//! `DIR/<figure>/results.json` with every run, draws `DIR/<figure>/<figure>.svg`
+//! (`zen plot`) and writes `DIR/report.md`: our numbers beside the paper's,
+//! the shape verdict ([`verdict`]) and the counters that explain a difference.
+//!
+//! `DIR/reproduce.json` records the scale and the figures a directory holds;
+//! a directory that holds results is refused unless `--resume` is given, and
+//! then only at the same scale.
+
+pub mod figure;
+pub mod results;
+pub mod run;
+pub mod verdict;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cli::ReproduceArgs;
+use crate::error::{CliError, CliResult};
+use figure::{Catalog, Figure, FigureError};
+use results::{Results, ResultsError};
+
+impl From<FigureError> for CliError {
+    fn from(e: FigureError) -> CliError {
+        match e {
+            FigureError::Read { .. } => CliError::Failed(e.to_string()),
+            _ => CliError::Usage(e.to_string()),
+        }
+    }
+}
+
+impl From<ResultsError> for CliError {
+    fn from(e: ResultsError) -> CliError {
+        match e {
+            ResultsError::Read { .. } => CliError::Failed(e.to_string()),
+            _ => CliError::Usage(e.to_string()),
+        }
+    }
+}
+
+/// Whether a figure can run here, and why not.
+#[derive(Debug, Clone, PartialEq)]
+pub enum State {
+    Runnable,
+    WaitingForEngine(Vec<(String, String)>),
+    Blocked(String),
+    NeedsRealPmem,
+    NeedsCores { needs: usize, has: usize },
+}
+
+impl State {
+    pub fn describe(&self, scale: &str) -> String {
+        match self {
+            State::Runnable => "runnable".to_string(),
+            State::WaitingForEngine(engines) => format!(
+                "waiting for engine {}",
+                engines.iter().map(|(e, w)| format!("{e} ({w})")).collect::<Vec<_>>().join(", ")
+            ),
+            State::Blocked(why) => format!("not runnable: {why}"),
+            State::NeedsRealPmem => {
+                "needs real PMem: no fsdax (dax) mount on this machine".to_string()
+            }
+            State::NeedsCores { needs, has } => {
+                format!("needs more cores: scale `{scale}` needs {needs}, this machine has {has}")
+            }
+        }
+    }
+}
+
+pub fn state(catalog: &Catalog, f: &Figure, scale: &str) -> State {
+    let waiting: Vec<(String, String)> = f
+        .engines()
+        .into_iter()
+        .filter_map(|e| catalog.planned.engines.get(e).map(|p| (e.to_string(), p.what.clone())))
+        .collect();
+    if !waiting.is_empty() {
+        return State::WaitingForEngine(waiting);
+    }
+    if let Some(why) = &f.blocked {
+        return State::Blocked(why.clone());
+    }
+    if f.real_pmem && !has_dax_mount() {
+        return State::NeedsRealPmem;
+    }
+    let has = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Some(needs) = f.scale.get(scale).and_then(|s| s.min_cores)
+        && needs > has
+    {
+        return State::NeedsCores { needs, has };
+    }
+    State::Runnable
+}
+
+fn has_dax_mount() -> bool {
+    std::fs::read_to_string("/proc/mounts").is_ok_and(|m| {
+        m.lines().any(|l| {
+            l.split_whitespace().nth(3).is_some_and(|o| o.split(',').any(|x| x.starts_with("dax")))
+        })
+    })
+}
+
+/// The figures directory: `--figures`, else `./figures`, else the source tree's.
+fn figures_dir(arg: Option<&Path>) -> PathBuf {
+    if let Some(dir) = arg {
+        return dir.to_path_buf();
+    }
+    let here = PathBuf::from("figures");
+    if here.is_dir() {
+        here
+    } else {
+        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/figures"))
+    }
+}
+
+/// `DIR/reproduce.json`.
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    kind: String,
+    schema_version: u32,
+    scale: String,
+    figures: Vec<String>,
+}
+
+const MANIFEST_KIND: &str = "zen-reproduce-dir";
+
+pub fn reproduce(args: &ReproduceArgs) -> CliResult {
+    let catalog = Catalog::load(&figures_dir(args.figures.as_deref()))?;
+    if !figure::SCALES.contains(&args.scale.as_str()) {
+        return Err(CliError::usage(format!(
+            "--scale {}: one of {}",
+            args.scale,
+            figure::SCALES.join(", ")
+        )));
+    }
+    if args.list {
+        return list(&catalog, &args.scale);
+    }
+    let Some(which) = args.figure.as_deref() else {
+        return Err(CliError::usage("name a figure (see `zen reproduce --list`) or `all`"));
+    };
+    let Some(out) = args.out.as_deref() else {
+        return Err(CliError::usage("--out DIR is required"));
+    };
+    let chosen: Vec<&Figure> = if which == "all" {
+        catalog.figures.iter().collect()
+    } else {
+        which.split(',').map(|id| catalog.get(id.trim())).collect::<Result<_, _>>()?
+    };
+    if which != "all"
+        && let Some(f) = chosen.iter().find(|f| state(&catalog, f, &args.scale) != State::Runnable)
+    {
+        return Err(CliError::Failed(format!(
+            "{} is not runnable here: {}",
+            f.id,
+            state(&catalog, f, &args.scale).describe(&args.scale)
+        )));
+    }
+    let ids: Vec<String> = chosen.iter().map(|f| f.id.clone()).collect();
+    let manifest = open_out(out, &args.scale, &ids, args.resume)?;
+    let options = run::RunOptions {
+        scale: args.scale.clone(),
+        seed: args.seed,
+        max_other_load: args.max_other_load,
+        retries: args.retries,
+        locks: args.lock.clone(),
+        run_timeout: Duration::from_secs(args.run_timeout),
+    };
+    let runnable: Vec<&Figure> = chosen
+        .iter()
+        .copied()
+        .filter(|f| state(&catalog, f, &args.scale) == State::Runnable)
+        .collect();
+    let total: u64 = runnable.iter().map(|f| run::run_count(f, &args.scale)).sum();
+    eprintln!(
+        "zen reproduce: {} of {} figures runnable at scale `{}`, {total} runs, into {}",
+        runnable.len(),
+        chosen.len(),
+        args.scale,
+        out.display()
+    );
+    let bar = run::progress_bar(total);
+    for f in &runnable {
+        let dir = out.join(&f.id);
+        let results_path = dir.join("results.json");
+        let previous = if results_path.exists() {
+            let r = Results::read(&results_path)?;
+            if r.scale != args.scale {
+                return Err(CliError::usage(format!(
+                    "{}: holds scale `{}`, not `{}`",
+                    results_path.display(),
+                    r.scale,
+                    args.scale
+                )));
+            }
+            Results { figure: (*f).clone(), max_other_load: args.max_other_load, ..r }
+        } else {
+            Results::new(f, &args.scale, args.max_other_load)
+        };
+        let results = run::run_figure(f, &dir, previous, &options, &bar)?;
+        let svg = dir.join(format!("{}.svg", f.id));
+        crate::commands::plot::draw(&[results], &svg)?;
+    }
+    bar.finish_and_clear();
+    let report = write_report(&catalog, out, &manifest)?;
+    eprintln!("wrote {}", report.display());
+    Ok(())
+}
+
+/// Check `out` and record the figures it will hold.
+fn open_out(out: &Path, scale: &str, ids: &[String], resume: bool) -> CliResult<Manifest> {
+    let path = out.join("reproduce.json");
+    let mut manifest = if path.exists() {
+        let text = std::fs::read_to_string(&path).map_err(|e| io_error(&path, e))?;
+        let m: Manifest = serde_json::from_str(&text)
+            .ok()
+            .filter(|m: &Manifest| m.kind == MANIFEST_KIND)
+            .ok_or_else(|| {
+                CliError::usage(format!(
+                    "{}: not a `zen reproduce` directory manifest",
+                    path.display()
+                ))
+            })?;
+        if m.schema_version != results::RESULTS_SCHEMA {
+            return Err(CliError::usage(format!(
+                "{}: written with schema {}; this build reads schema {}",
+                path.display(),
+                m.schema_version,
+                results::RESULTS_SCHEMA
+            )));
+        }
+        if !resume {
+            return Err(CliError::usage(format!(
+                "--out {} already holds results of {} (scale `{}`); pass --resume to continue or add to them, or choose another directory",
+                out.display(),
+                m.figures.join(", "),
+                m.scale
+            )));
+        }
+        if m.scale != scale {
+            return Err(CliError::usage(format!(
+                "--out {} holds scale `{}`; --resume cannot add scale `{scale}` to it",
+                out.display(),
+                m.scale
+            )));
+        }
+        m
+    } else {
+        let non_empty = std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some());
+        if non_empty {
+            return Err(CliError::usage(format!(
+                "--out {}: a directory that is not empty and holds no reproduce.json; nothing is written into it",
+                out.display()
+            )));
+        }
+        Manifest {
+            kind: MANIFEST_KIND.to_string(),
+            schema_version: results::RESULTS_SCHEMA,
+            scale: scale.to_string(),
+            figures: Vec::new(),
+        }
+    };
+    for id in ids {
+        if !manifest.figures.contains(id) {
+            manifest.figures.push(id.clone());
+        }
+    }
+    std::fs::create_dir_all(out).map_err(|e| io_error(out, e))?;
+    let json =
+        serde_json::to_string_pretty(&manifest).map_err(|e| CliError::Failed(e.to_string()))?;
+    std::fs::write(&path, json + "\n").map_err(|e| io_error(&path, e))?;
+    Ok(manifest)
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> CliError {
+    CliError::Failed(format!("{}: {e}", path.display()))
+}
+
+/// `DIR/report.md`: the summary table, then one section per figure that ran.
+fn write_report(catalog: &Catalog, out: &Path, manifest: &Manifest) -> CliResult<PathBuf> {
+    let mut rows = String::new();
+    let mut sections = String::new();
+    for id in &manifest.figures {
+        let Ok(f) = catalog.get(id) else { continue };
+        let results_path = out.join(id).join("results.json");
+        let st = state(catalog, f, &manifest.scale);
+        let verdict = if results_path.exists() {
+            let r = Results::read(&results_path)?;
+            let svg = format!("{id}/{id}.svg");
+            let (section, v) = verdict::figure_section(&r, Some(&svg));
+            sections.push_str(&section);
+            sections.push('\n');
+            let runs = r.runs.len();
+            format!("{} ({runs} runs)", v.word)
+        } else {
+            "not run".to_string()
+        };
+        let _ = writeln!(
+            rows,
+            "| {} {} | `{id}` | {} | {} | {verdict} |",
+            verdict::paper_name(&f.paper),
+            f.figure,
+            f.engines().join(", "),
+            st.describe(&manifest.scale)
+        );
+    }
+    let mut s = String::new();
+    let _ = writeln!(s, "# zen reproduce: scale `{}`\n", manifest.scale);
+    let _ = writeln!(
+        s,
+        "Written by `zen reproduce` (zenplus {}); every number comes from the `results.json` beside each figure.\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    let _ = writeln!(s, "| figure | id | engines | state | verdict |");
+    let _ = writeln!(s, "| --- | --- | --- | --- | --- |");
+    s.push_str(&rows);
+    s.push('\n');
+    s.push_str(&sections);
+    let path = out.join("report.md");
+    std::fs::write(&path, s).map_err(|e| io_error(&path, e))?;
+    Ok(path)
+}
+
+fn list(catalog: &Catalog, scale: &str) -> CliResult {
+    println!(
+        "{:<16} {:<10} {:<8} {:<24} {:>5}  state (scale `{scale}`)",
+        "figure", "paper", "fig.", "engines", "runs"
+    );
+    for f in &catalog.figures {
+        println!(
+            "{:<16} {:<10} {:<8} {:<24} {:>5}  {}",
+            f.id,
+            verdict::paper_name(&f.paper),
+            f.figure,
+            f.engines().join(","),
+            run::run_count(f, scale),
+            state(catalog, f, scale).describe(scale)
+        );
+    }
+    Ok(())
+}

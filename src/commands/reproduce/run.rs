@@ -1,0 +1,364 @@
+//! Running a figure's matrix: one child `zen bench` process per run,
+//! repetitions interleaved (every cell of repetition 1, then of 2, …), the
+//! CPU time other processes used measured around each run, contended runs
+//! repeated, and `results.json` rewritten after every run so that an
+//! interrupted reproduction resumes where it stopped.
+
+use std::fs::File;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::figure::Figure;
+use super::results::{Results, RunRecord, lookup};
+use crate::error::{CliError, CliResult};
+
+/// How the runs are made.
+pub struct RunOptions {
+    pub scale: String,
+    pub seed: u64,
+    pub max_other_load: f64,
+    /// Extra tries of a contended run.
+    pub retries: u32,
+    /// Files locked exclusively, in order, around every run.
+    pub locks: Vec<PathBuf>,
+    pub run_timeout: Duration,
+}
+
+/// One run to make.
+struct Planned {
+    series: String,
+    point: String,
+    rep: u32,
+    seed: u64,
+    args: Vec<String>,
+}
+
+fn plan(figure: &Figure, o: &RunOptions) -> Vec<Planned> {
+    let reps = figure.scale[&o.scale].reps;
+    let mut out = Vec::new();
+    for rep in 1..=reps {
+        for point in figure.points(&o.scale) {
+            for series in figure.series.iter().filter(|s| s.runs_at(&point.label)) {
+                let seed = o.seed + u64::from(rep);
+                let mut args = figure.bench_args(&o.scale, series, point);
+                args.extend(["--seed".into(), seed.to_string(), "--format".into(), "json".into()]);
+                out.push(Planned {
+                    series: series.name.clone(),
+                    point: point.label.clone(),
+                    rep,
+                    seed,
+                    args,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// A file-name-safe form of a label.
+fn slug(s: &str) -> String {
+    let mapped: String = s
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
+        .collect();
+    mapped.trim_matches('_').to_string()
+}
+
+/// Run what `results` lacks of `figure`'s matrix into `dir`; returns the results.
+pub fn run_figure(
+    figure: &Figure,
+    dir: &Path,
+    mut results: Results,
+    o: &RunOptions,
+    bar: &ProgressBar,
+) -> CliResult<Results> {
+    let runs_dir = dir.join("runs");
+    std::fs::create_dir_all(&runs_dir).map_err(|e| io_error(&runs_dir, e))?;
+    let results_path = dir.join("results.json");
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::Failed(format!("cannot find the zen binary: {e}")))?;
+    let planned = plan(figure, o);
+    // Keep the finished runs of the same plan; everything else runs (again).
+    results.runs.retain(|r| {
+        planned.iter().any(|p| {
+            p.series == r.series && p.point == r.point && p.rep == r.rep && p.args == r.args
+        }) && r.exit_code.is_some()
+    });
+    let todo: Vec<&Planned> = planned
+        .iter()
+        .filter(|p| {
+            !results
+                .runs
+                .iter()
+                .any(|r| r.series == p.series && r.point == p.point && r.rep == p.rep)
+        })
+        .collect();
+    bar.inc((planned.len() - todo.len()) as u64);
+    for p in todo {
+        bar.set_message(format!("{} · {} · {} · rep {}", figure.id, p.series, p.point, p.rep));
+        let name = format!("{}__{}__rep{}", slug(&p.series), slug(&p.point), p.rep);
+        let record = run_one(&exe, &runs_dir, &name, figure, p, o)?;
+        let line = format!(
+            "{} {} · {} · rep {}: {} · other load {:.2} cores{}",
+            figure.id,
+            p.series,
+            p.point,
+            p.rep,
+            match (record.metric, &record.error) {
+                (Some(m), _) => format!("{} = {m:.4}", figure.y.metric),
+                (None, Some(e)) => format!("failed: {e}"),
+                (None, None) => "failed".to_string(),
+            },
+            record.other_load_cores,
+            if record.contended { " (contended)" } else { "" }
+        );
+        if bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            bar.println(line);
+        }
+        results.runs.push(record);
+        results.write(&results_path).map_err(|e| io_error(&results_path, e))?;
+        bar.inc(1);
+    }
+    results.write(&results_path).map_err(|e| io_error(&results_path, e))?;
+    Ok(results)
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> CliError {
+    CliError::Failed(format!("{}: {e}", path.display()))
+}
+
+fn run_one(
+    exe: &Path,
+    runs_dir: &Path,
+    name: &str,
+    figure: &Figure,
+    p: &Planned,
+    o: &RunOptions,
+) -> CliResult<RunRecord> {
+    let summary = runs_dir.join(format!("{name}.summary.json"));
+    let stderr = runs_dir.join(format!("{name}.stderr.txt"));
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let locks = take_locks(&o.locks)?;
+        let load = LoadMeter::start();
+        let started = Instant::now();
+        let outcome = spawn(exe, &p.args, &summary, &stderr, o.run_timeout);
+        let wall_s = started.elapsed().as_secs_f64();
+        let other = load.other_cores(wall_s);
+        drop(locks);
+        let (exit_code, error) = outcome?;
+        let contended = other > o.max_other_load;
+        let mut record = RunRecord {
+            series: p.series.clone(),
+            point: p.point.clone(),
+            rep: p.rep,
+            seed: p.seed,
+            args: p.args.clone(),
+            exit_code,
+            wall_s,
+            other_load_cores: other,
+            contended,
+            tries,
+            summary_file: None,
+            metric: None,
+            explain: Default::default(),
+            error,
+        };
+        if exit_code == Some(0) {
+            read_summary(&mut record, &summary, figure, runs_dir);
+        } else if record.error.is_none() {
+            record.error = Some(last_line(&stderr));
+        }
+        if !contended || tries > o.retries || exit_code != Some(0) {
+            return Ok(record);
+        }
+    }
+}
+
+fn read_summary(record: &mut RunRecord, summary: &Path, figure: &Figure, runs_dir: &Path) {
+    let parsed = std::fs::read_to_string(summary)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).map_err(|e| e.to_string()));
+    match parsed {
+        Ok(json) => {
+            record.summary_file = summary
+                .strip_prefix(runs_dir.parent().unwrap_or(runs_dir))
+                .ok()
+                .map(|p| p.display().to_string());
+            record.metric = lookup(&json, &figure.y.metric);
+            if record.metric.is_none() {
+                record.error = Some(format!("the summary has no number at `{}`", figure.y.metric));
+            }
+            for field in &figure.explain {
+                if let Some(v) = lookup(&json, field) {
+                    record.explain.insert(field.clone(), v);
+                }
+            }
+        }
+        Err(e) => record.error = Some(format!("{}: {e}", summary.display())),
+    }
+}
+
+fn last_line(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string))
+        .unwrap_or_else(|| "no message".to_string())
+}
+
+/// Run `exe args`, stdout into `summary`, stderr into `stderr`; kill it after `timeout`.
+fn spawn(
+    exe: &Path,
+    args: &[String],
+    summary: &Path,
+    stderr: &Path,
+    timeout: Duration,
+) -> CliResult<(Option<i32>, Option<String>)> {
+    let out = File::create(summary).map_err(|e| io_error(summary, e))?;
+    let err = File::create(stderr).map_err(|e| io_error(stderr, e))?;
+    let mut child = Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .map_err(|e| CliError::Failed(format!("cannot start {}: {e}", exe.display())))?;
+    let started = Instant::now();
+    loop {
+        if let Some(status) =
+            child.try_wait().map_err(|e| CliError::Failed(format!("waiting for a run: {e}")))?
+        {
+            return Ok((status.code(), None));
+        }
+        if started.elapsed() > timeout {
+            // Our own child: stop it and reap it.
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok((None, Some(format!("killed after {} s", timeout.as_secs()))));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Exclusive locks on `paths`, taken in order (released when dropped).
+fn take_locks(paths: &[PathBuf]) -> CliResult<Vec<File>> {
+    paths
+        .iter()
+        .map(|p| {
+            let f = File::options()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(p)
+                .map_err(|e| io_error(p, e))?;
+            f.lock().map_err(|e| io_error(p, e))?;
+            Ok(f)
+        })
+        .collect()
+}
+
+/// Kernel clock ticks per second of /proc/stat and /proc/self/stat (USER_HZ,
+/// 100 on every Linux architecture the project builds for).
+const USER_HZ: f64 = 100.0;
+
+/// Busy CPU time of the whole machine and of our waited-for children, in
+/// seconds, read before and after a run.
+struct LoadMeter {
+    busy: Option<f64>,
+    children: Option<f64>,
+    own: Option<f64>,
+}
+
+impl LoadMeter {
+    fn start() -> LoadMeter {
+        LoadMeter {
+            busy: machine_busy_s(),
+            children: self_times().map(|t| t.1),
+            own: self_times().map(|t| t.0),
+        }
+    }
+
+    /// Cores other processes kept busy over `wall_s` (0 when /proc is missing).
+    fn other_cores(&self, wall_s: f64) -> f64 {
+        let (Some(b0), Some(c0), Some(o0)) = (self.busy, self.children, self.own) else {
+            return 0.0;
+        };
+        let (Some(b1), Some((o1, c1))) = (machine_busy_s(), self_times()) else {
+            return 0.0;
+        };
+        let ours = (c1 - c0) + (o1 - o0);
+        ((b1 - b0 - ours) / wall_s.max(1e-3)).max(0.0)
+    }
+}
+
+/// user + nice + system + irq + softirq + steal of the `cpu` line, in seconds.
+fn machine_busy_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<f64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    let busy = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| v.get(i)).sum::<f64>();
+    Some(busy / USER_HZ)
+}
+
+/// (this process's utime + stime, its waited-for children's cutime + cstime), in seconds.
+fn self_times() -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<f64> = rest.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    // rest starts at field 3 (state, not a number: skipped by the parse),
+    // so utime (14) .. cstime (17) are at 10..14 of the numeric fields.
+    let get = |i: usize| f.get(i).copied();
+    Some(((get(10)? + get(11)?) / USER_HZ, (get(12)? + get(13)?) / USER_HZ))
+}
+
+/// A progress bar over `total` runs with an ETA; hidden when stderr is not a terminal.
+pub fn progress_bar(total: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    let style = ProgressStyle::with_template(
+        "{bar:30} {pos}/{len} runs · {elapsed_precise} · eta {eta} · {msg}",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar.enable_steady_tick(Duration::from_millis(500));
+    bar
+}
+
+/// Runs `figure`'s matrix would make at `scale`.
+pub fn run_count(figure: &Figure, scale: &str) -> u64 {
+    let reps = figure.scale.get(scale).map_or(0, |s| s.reps);
+    let cells = figure
+        .points(scale)
+        .iter()
+        .map(|p| figure.series.iter().filter(|s| s.runs_at(&p.label)).count())
+        .sum::<usize>();
+    cells as u64 * u64::from(reps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_are_file_names() {
+        assert_eq!(slug("RO θ=0.6"), "RO___0.6");
+        assert_eq!(slug("zen/silo"), "zen_silo");
+    }
+
+    #[test]
+    fn proc_readings_are_sane() {
+        let (own, children) = self_times().expect("/proc/self/stat");
+        assert!(own >= 0.0 && children >= 0.0);
+        assert!(machine_busy_s().expect("/proc/stat") > 0.0);
+    }
+}

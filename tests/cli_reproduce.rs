@@ -1,0 +1,241 @@
+//! `zen reproduce` and `zen plot`: every runnable figure at the tiny scale
+//! (results, an SVG and a report row each), resuming, and the bad inputs the
+//! issue names (unknown figure, a figure file with a missing field or an
+//! unknown engine, an `--out` holding other results, an old results schema).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{ok, run};
+use serde_json::Value;
+
+/// The ids `zen reproduce --list --scale tiny` reports runnable, and the whole listing.
+fn runnable_at_tiny() -> (Vec<String>, String) {
+    let list = ok(&["reproduce", "--list", "--scale", "tiny"]);
+    let ids = list
+        .lines()
+        .skip(1)
+        .filter(|l| l.trim_end().ends_with("runnable"))
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .collect();
+    (ids, list)
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// A well-formed-looking SVG that names what it draws.
+fn assert_svg(path: &Path, must_contain: &[&str]) {
+    let svg = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(svg.trim_start().starts_with("<svg"), "{}: not an SVG", path.display());
+    assert!(svg.trim_end().ends_with("</svg>"), "{}: unterminated", path.display());
+    assert_eq!(svg.matches("<svg").count(), 1, "{}", path.display());
+    for s in must_contain {
+        assert!(svg.contains(s), "{}: no `{s}`", path.display());
+    }
+}
+
+#[test]
+fn reproduce_all_at_tiny_scale_gives_results_an_svg_and_a_report_row_per_runnable_figure() {
+    let (runnable, list) = runnable_at_tiny();
+    assert!(runnable.len() >= 10, "{list}");
+    assert!(list.contains("waiting for engine falcon"), "{list}");
+    assert!(list.contains("waiting for engine nvcaracal"), "{list}");
+    assert!(list.contains("not runnable: needs a naïve space-management mode"), "{list}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("tiny");
+    let out_s = out.to_str().unwrap();
+    ok(&["reproduce", "all", "--scale", "tiny", "--out", out_s, "--retries", "0"]);
+
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for id in &runnable {
+        let results = read_json(&out.join(id).join("results.json"));
+        assert_eq!(results["schema_version"], 1);
+        assert_eq!(results["scale"], "tiny");
+        let runs = results["runs"].as_array().unwrap();
+        assert!(!runs.is_empty(), "{id}: no runs");
+        for r in runs {
+            assert_eq!(r["exit_code"], 0, "{id}: {r}");
+            assert!(r["metric"].is_number(), "{id}: {r}");
+            assert!(r["other_load_cores"].as_f64().unwrap() >= 0.0, "{id}: {r}");
+            let summary = out.join(id).join(r["summary_file"].as_str().unwrap());
+            assert_eq!(read_json(&summary)["schema_version"], 1, "{id}: the run's summary JSON");
+        }
+        let figure = &results["figure"];
+        let first_series = figure["series"][0]["name"].as_str().unwrap();
+        let y_label = figure["y"]["label"].as_str().unwrap();
+        assert_svg(&out.join(id).join(format!("{id}.svg")), &[first_series, y_label]);
+        // A summary row with a verdict, and the figure's own section.
+        let row = report
+            .lines()
+            .find(|l| l.contains(&format!("| `{id}` |")))
+            .unwrap_or_else(|| panic!("no report row for {id}:\n{report}"));
+        assert!(row.contains("runnable") && row.contains("runs)"), "{row}");
+        assert!(report.contains(&format!("(`{id}`)")), "no section for {id}");
+    }
+    // Figures that cannot run are still rows, with their state, and nothing ran for them.
+    let waiting = report.lines().find(|l| l.contains("| `falcon-fig07` |")).unwrap();
+    assert!(
+        waiting.contains("waiting for engine falcon") && waiting.contains("not run"),
+        "{waiting}"
+    );
+    assert!(!out.join("falcon-fig07").exists());
+
+    // The same directory again: refused without --resume, naming what it holds.
+    let (code, _, err) = run(&["reproduce", "zenplus-fig12", "--scale", "tiny", "--out", out_s]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("already holds results of") && err.contains("zenplus-fig08"), "{err}");
+    // Another scale cannot be added to it.
+    let (code, _, err) =
+        run(&["reproduce", "zenplus-fig12", "--scale", "small", "--out", out_s, "--resume"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds scale `tiny`"), "{err}");
+    // With --resume every finished run is kept: nothing runs again.
+    let before = read_json(&out.join("zenplus-fig12/results.json"));
+    let (code, _, err) =
+        run(&["reproduce", "zenplus-fig12", "--scale", "tiny", "--out", out_s, "--resume"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("zenplus-fig12 Zen ·"), "a finished run ran again: {err}");
+    let after = read_json(&out.join("zenplus-fig12/results.json"));
+    assert_eq!(before["runs"], after["runs"]);
+
+    // `zen plot` draws the same figure from the results file alone.
+    let svg = tmp.path().join("plot/fig12.svg");
+    let results = out.join("zenplus-fig12/results.json");
+    ok(&["plot", results.to_str().unwrap(), "--out", svg.to_str().unwrap()]);
+    assert_svg(&svg, &["sfence per committed transaction", "paper&apos;s value"]);
+}
+
+#[test]
+fn an_interrupted_reproduction_resumes_the_missing_runs_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let out_s = out.to_str().unwrap();
+    ok(&["reproduce", "zenplus-fig13", "--scale", "tiny", "--out", out_s, "--retries", "0"]);
+    let results_path = out.join("zenplus-fig13/results.json");
+    let mut results = read_json(&results_path);
+    let total = results["runs"].as_array().unwrap().len();
+    // Drop the last run, as if the process had been killed before it.
+    let dropped = results["runs"].as_array_mut().unwrap().pop().unwrap();
+    std::fs::write(&results_path, serde_json::to_string(&results).unwrap()).unwrap();
+    let (code, _, err) =
+        run(&["reproduce", "zenplus-fig13", "--scale", "tiny", "--out", out_s, "--resume"]);
+    assert_eq!(code, 0, "{err}");
+    let again = read_json(&results_path);
+    let runs = again["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), total);
+    let redone = runs.last().unwrap();
+    assert_eq!((&redone["series"], &redone["point"]), (&dropped["series"], &dropped["point"]));
+    // Exactly one run was made: one progress line on stderr.
+    assert_eq!(err.matches("zenplus-fig13 ").count(), 1, "{err}");
+}
+
+/// A figures directory holding one (edited) copy of a real figure file.
+fn figure_dir(edit: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("figures");
+    std::fs::create_dir(&dir).unwrap();
+    let text = std::fs::read_to_string("figures/zenplus-fig12.toml").unwrap();
+    std::fs::write(dir.join("zenplus-fig12.toml"), edit(text)).unwrap();
+    std::fs::copy("figures/planned-engines.toml", dir.join("planned-engines.toml")).unwrap();
+    (tmp, dir)
+}
+
+#[test]
+fn an_unknown_figure_is_refused_with_the_list_of_figures() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("o");
+    let (code, _, err) = run(&["reproduce", "zenplus-fig99", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("unknown figure `zenplus-fig99`") && err.contains("zenplus-fig08"),
+        "{err}"
+    );
+    assert!(!out.exists(), "nothing is written for a refused command");
+}
+
+#[test]
+fn a_figure_file_with_a_missing_field_names_the_file_and_the_field() {
+    let (_tmp, dir) = figure_dir(|t| t.replace("figure = \"Fig. 12\"\n", ""));
+    let (code, _, err) = run(&["reproduce", "--list", "--figures", dir.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("zenplus-fig12.toml") && err.contains("field `figure`: missing"), "{err}");
+}
+
+#[test]
+fn a_figure_file_with_an_unknown_engine_names_the_file_and_the_field() {
+    let (_tmp, dir) = figure_dir(|t| t.replacen("engine = \"mmdb\"", "engine = \"foedus\"", 1));
+    let (code, _, err) = run(&["reproduce", "--list", "--figures", dir.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("zenplus-fig12.toml")
+            && err.contains("field `series[1].engine`")
+            && err.contains("unknown engine `foedus`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_figure_file_giving_a_flag_twice_is_refused() {
+    let (_tmp, dir) = figure_dir(|t| {
+        t.replacen(
+            "args = [\"--mix\", \"RO\"",
+            "args = [\"--records\", \"10\", \"--mix\", \"RO\"",
+            1,
+        )
+    });
+    let (code, _, err) = run(&["reproduce", "--list", "--figures", dir.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`--records` is also given in"), "{err}");
+}
+
+#[test]
+fn an_out_directory_with_other_files_is_never_written_into() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("mine.txt"), "user data").unwrap();
+    let (code, _, err) = run(&[
+        "reproduce",
+        "zenplus-fig12",
+        "--scale",
+        "tiny",
+        "--out",
+        tmp.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds no reproduce.json"), "{err}");
+    let names: Vec<_> =
+        std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, vec!["mine.txt"]);
+}
+
+#[test]
+fn a_results_file_of_another_schema_says_which_version_is_needed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let old = tmp.path().join("results.json");
+    std::fs::write(&old, r#"{"kind": "zen-reproduce-results", "schema_version": 0, "runs": []}"#)
+        .unwrap();
+    let svg = tmp.path().join("x.svg");
+    let (code, _, err) = run(&["plot", old.to_str().unwrap(), "--out", svg.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("results schema 0") && err.contains("reads schema 1"), "{err}");
+    assert!(!svg.exists());
+    // A file that is no results file at all.
+    std::fs::write(&old, r#"{"schema_version": 1}"#).unwrap();
+    let (code, _, err) = run(&["plot", old.to_str().unwrap(), "--out", svg.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a `zen reproduce` results file"), "{err}");
+}
+
+#[test]
+fn a_figure_that_cannot_run_here_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("o");
+    let (code, _, err) =
+        run(&["reproduce", "falcon-fig09", "--scale", "tiny", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("falcon-fig09 is not runnable here: waiting for engine falcon"), "{err}");
+}

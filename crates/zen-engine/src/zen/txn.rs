@@ -1,14 +1,17 @@
-//! Workers and transactions of the Zen engine, with Silo as the protocol.
+//! Workers and transactions of the Zen engine, for every protocol of `cc/`.
 //!
 //! A worker owns reusable read/write/scan sets (no allocation on the hot
 //! path once they have grown), runs one transaction at a time, and performs
 //! its share of space management around its fences (see `space.rs`).
 //!
-//! COMMIT, as named phases:
-//!   `lock_write_set` → `validate` (after drawing the Tx-CTS) → `allocate_slots`
-//!   → `persist_new_versions` (Alg. 1) → `install` (publish, staging the
-//!   superseded slots) → `end`; maintenance (`maintain.rs`) runs at each
-//!   fence of the worker, inside `persist_new_versions` and `sync`.
+//! COMMIT, as named phases, one file each under `txn/commit/` (`commit.rs`
+//! runs them and states the invariants across them):
+//!   `lock_write_set` (`lock.rs`) → `validate` (`validate.rs`, after drawing
+//!   the Tx-CTS; the read checks are the protocol's, `cc/`) →
+//!   `allocate_slots` → `persist_new_versions` (`persist.rs`, Alg. 1) →
+//!   `publish` (`publish.rs`, retiring the superseded slots) → `end`;
+//!   maintenance (`maintain.rs`) runs at each fence of the worker, inside
+//!   `persist_new_versions` and `sync`.
 //! Any failure before `persist_new_versions` unlocks and returns an abort;
 //! nothing has been written to NVM by then (slot allocation may allocate and
 //! zero a *page*, which is space management, not transaction data).
@@ -22,7 +25,7 @@ use super::Shared;
 use super::cache::{Alloc, FLAG_CLOCK, FLAG_COPY, LOC_EMPTY, loc_cached, loc_entry};
 use super::table::Table;
 use crate::api::{CacheStats, Durability, TableId, TxnOptions};
-use crate::cc::{Protocol, silo};
+use crate::cc::{Protocol, ReadItem, silo};
 use crate::error::{AbortReason, Error, Result};
 use crate::heap::{self, SlotHeader};
 use crate::sched;
@@ -52,16 +55,6 @@ struct WriteItem {
     slot: u64,
     /// Multi-version protocols: the entry reserved for the new version.
     new_entry: Option<u32>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct ReadItem {
-    table: u32,
-    rid: u64,
-    loc: u64,
-    observed: u64,
-    /// TicToc: the version's wts when read.
-    wts: u64,
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -391,6 +391,12 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
                 break;
             }
         }
+        // The retired entries wait for the watermark to pass their stamps
+        // (C4), and begin does not tick the clock: if every transaction
+        // aborts here, no commit advances it and the region stays full
+        // forever. Advance it (only on this path), so that the retry begins
+        // above the stamps and the watermark can pass them.
+        self.s.clock.tick();
         Err(Error::Abort(AbortReason::CacheFull))
     }
 

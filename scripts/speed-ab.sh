@@ -65,7 +65,7 @@ mkdir -p "$OUT"
 # SET=speed (default): issue 13's configurations. SET=durability: issue 15's
 # cost check of dependency-closed lazy commits (the CLI's default durability),
 # Zen at 2 threads on the set-ups of issue 14 (YCSB 100k rows θ 0.6 RH/WH,
-# TPC-C 2 warehouses).
+# TPC-C 2 warehouses). SET=paper: issue 14's zen/ideal ratios (below).
 SET=${SET:-speed}
 if [ "$SET" = durability ]; then
 configs=(
@@ -73,6 +73,20 @@ configs=(
   "ycsb-wh-zen-2t|ycsb --engine zen --pmem fs --mix WH --records 100000 --threads 2"
   "tpcc-2wh-zen-2t|tpcc --engine zen --pmem fs --warehouses 2 --threads 2"
 )
+elif [ "$SET" = paper ]; then
+# SET=paper: issue 14's zen/ideal configurations (YCSB paper mode 100k rows
+# θ 0.6, TPC-C 2 warehouses; zen on fs, ideal on dram), 2 threads, and 1
+# thread for WH and TPC-C. The ideal engine is the same code in both binaries.
+configs=()
+for t in 2 1; do
+  mixes="RO RH BA WH"; [ "$t" = 1 ] && mixes="WH"
+  for m in $mixes; do
+    configs+=("ycsb-$m-ideal-${t}t|ycsb --engine ideal --pmem dram --mix $m --records 100000 --theta 0.6 --threads $t")
+    configs+=("ycsb-$m-zen-${t}t|ycsb --engine zen --pmem fs --mix $m --records 100000 --theta 0.6 --threads $t")
+  done
+  configs+=("tpcc-2wh-ideal-${t}t|tpcc --engine ideal --pmem dram --warehouses 2 --threads $t")
+  configs+=("tpcc-2wh-zen-${t}t|tpcc --engine zen --pmem fs --warehouses 2 --threads $t")
+done
 else
 configs=(
   "tpcc-ideal-1t|tpcc --engine ideal --pmem dram --warehouses 4 --threads 1"

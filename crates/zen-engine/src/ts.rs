@@ -44,6 +44,15 @@ impl Clock {
         (self.counter.fetch_add(1, Ordering::SeqCst) + 1) << WORKER_BITS
     }
 
+    /// The current `now()`, advancing the clock past it: every transaction
+    /// that begins afterwards publishes a larger `now()`. Stamps retired
+    /// Met-Cache entries (C4) where nothing else may advance the clock (a
+    /// read-only workload that evicts).
+    #[inline]
+    pub fn now_and_advance(&self) -> u64 {
+        self.counter.fetch_add(1, Ordering::SeqCst) << WORKER_BITS
+    }
+
     /// Raise the clock so that `now()` is above `cts` (per-worker clocks).
     #[inline]
     pub fn raise_above(&self, cts: u64) {

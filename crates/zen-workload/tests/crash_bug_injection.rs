@@ -109,7 +109,13 @@ fn zen_case(fault: Fault) -> Case {
             // supersedes that row, so recovery zeroes worker 0's newest LP
             // slot. Without the floor raised first, a crash inside that
             // recovery leaves the next one to decide worker 0's commits
-            // afresh: the logical state changes (idempotence).
+            // afresh: the logical state changes (idempotence). Every checked
+            // point's recovery is crashed: the worker whose commit superseded
+            // the slot reclaims it itself (`txn/maintain.rs`), by the end of
+            // the recorded run, so only the points before that still leave
+            // the LP slot for recovery to zero (at the last point the commit
+            // path's own unfloored zero has already lost worker 0's other
+            // row, which the state check sees).
             let script = Script {
                 warm: vec![vec![(0, 1, Some(5), false), (1, 2, Some(6), true)]],
                 workers: vec![vec![], vec![vec![(0, 1, Some(7), false)]]],
@@ -117,6 +123,7 @@ fn zen_case(fault: Fault) -> Case {
             };
             Case {
                 modes: vec![(CrashMode::Strict, 64), (CrashMode::Paranoid, 16)],
+                nested_everywhere: true,
                 ..zen(script, Check::NestedRecovery, None)
             }
         }

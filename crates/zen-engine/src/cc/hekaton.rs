@@ -6,7 +6,8 @@
 //!   `cc[2]`, `cc[3]` older / newer version, as in `mvcc.rs`
 //!
 //! PHASES
-//!   begin     read timestamp = the clock now (no clock increment)
+//!   begin     read timestamp = the clock now − 1 (no clock increment): every
+//!             Tx-CTS drawn before, none drawn after
 //!   read      the newest version with wts ≤ read timestamp (a snapshot)
 //!   write     buffered
 //!   commit    latch the newest version of each written record; abort if it is
@@ -41,7 +42,14 @@ impl Protocol for Hekaton {
     const MV_VALIDATION: bool = true;
 
     fn begin_ts(clock: &Clock, _worker: usize, _local: &mut u64) -> Option<u64> {
-        Some(clock.now())
+        // The snapshot holds every Tx-CTS drawn before this load and none
+        // drawn after it. `now()` is the smallest timestamp a later `next`
+        // can return (worker 0's), so the snapshot is one below it: at
+        // `now()` itself, worker 0's commit after this begin was in the
+        // snapshot (a read saw it, and a write could supersede it: Hermitage
+        // G0, G1b, OTV and P4). While begin ticked the clock after this load,
+        // every later commit was above `now()` and hid that.
+        Some(clock.now().saturating_sub(1))
     }
 
     fn may_supersede(txn_ts: Option<u64>, head: u64, _rts: u64) -> Result<(), AbortReason> {

@@ -31,8 +31,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::Protocol;
-use crate::config::CcKind;
+use super::{CommitView, Protocol, ReadItem};
+use crate::config::{CcKind, RaceFault};
 
 /// Silo, as a [`Protocol`].
 pub struct Silo;
@@ -75,6 +75,28 @@ pub fn try_lock(word: &AtomicU64) -> Option<u64> {
 pub fn unlock(word: &AtomicU64, previous: u64) {
     crate::sched::point();
     word.store(previous & !LOCK, Ordering::Release);
+}
+
+/// Commit-time validation of the read `r` (the default of
+/// [`Protocol::read_still_valid`]; Silo, OCC and Hekaton use it): the
+/// record's location is unchanged, and so is the version word, which no
+/// other transaction has locked.
+///
+/// An unchanged empty or heap location is the same version: a heap slot is
+/// not reclaimed while the transaction runs (S2 of `zen/space.rs`). A
+/// multi-version install points the record at its new head *before* it
+/// unlocks the old head with the old head's word unchanged (the version
+/// stays valid for older snapshots), so the unlocked, unchanged word alone
+/// does not prove the version is still the newest: the location is checked
+/// again after the word (found by the shuttle schedules, `tests/schedules.rs`:
+/// hekaton committed write skews before).
+pub fn read_still_valid<V: CommitView>(view: &V, r: &ReadItem) -> bool {
+    if view.location_now(r) != r.loc {
+        return false;
+    }
+    let Some(cc) = view.entry_cc(r.table, r.loc) else { return true };
+    still_valid(&cc[0], r.observed, view.holds_write_lock(r))
+        && (view.race(RaceFault::NoLocationRecheck) || view.location_now(r) == r.loc)
 }
 
 /// Is the read of `observed` still valid? `mine` = the reader holds the lock.

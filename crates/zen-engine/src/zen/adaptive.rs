@@ -109,7 +109,6 @@ use zen_pmem::PmemBackend;
 
 use super::Shared;
 use super::space::Garbage;
-use crate::heap;
 
 /// `Adaptive::begin_ts` of a worker with no read-write transaction running.
 pub const NO_BEGIN: u64 = u64::MAX;
@@ -266,67 +265,79 @@ impl Adaptive {
 
 impl<B: PmemBackend> Shared<B> {
     /// Step 4 of the exclusive stage: reclaim every worker's garbage, as the
-    /// privileged worker `me` (all other workers are idle; their heap regions
-    /// are still taken under their locks, as `sync` may run between
-    /// transactions). The S1–S5 rules of `space.rs` apply unchanged: ready
-    /// items raise their owner's commit floor (S4) before a fence, are zeroed
-    /// and fenced (S1), then freed, releasing empty pages (S5). Returns the
-    /// slots freed.
+    /// privileged worker `me` (all other workers are idle between
+    /// transactions; their pipelines are still taken under their locks, as
+    /// `sync` may run). The S1–S6 rules of `space.rs` apply unchanged: items
+    /// are taken from the front of each queue while ready; floors are raised
+    /// over them (S4) before a fence, all are zeroed and
+    /// fenced (S1), then freed, releasing empty pages (S5). A tombstone is
+    /// taken only when nothing older is pending anywhere, including the items
+    /// this pass takes (they are not yet durably zero). `gc_low` is left to
+    /// each worker (it may hold staged items this pass cannot see): it stays
+    /// at most the truth, which S3 needs. Returns the slots freed.
     pub(crate) fn reclaim_all(&self, me: usize) -> u64 {
         let thread = Shared::<B>::thread_of(me);
         let p = self.pool.persister(thread);
         let watermark = self.watermark();
-        let tables = self.tables();
-        let mut ready: Vec<(usize, usize, Garbage)> = Vec::new();
-        for (ti, t) in tables.iter().enumerate() {
-            for owner in 0..self.regions {
-                let mut region = t.heaps[owner].lock();
-                {
-                    let mut inbox = t.inbox[owner].lock();
-                    region.garbage.extend(inbox.drain(..));
-                    t.gc_low[owner].store(region.pending_low(), Ordering::Release);
+        let mut ready: Vec<Garbage> = Vec::new();
+        let mut taken_low = u64::MAX;
+        let mut taken_from = vec![u64::MAX; self.regions];
+        for (w, gc) in self.gc.iter().enumerate() {
+            let mut gc = gc.lock();
+            let durable = self.durable_cts[w].load(Ordering::Acquire);
+            while let Some(&g) = gc.garbage.front() {
+                if g.cts > durable || g.cts >= watermark {
+                    break;
                 }
-                let pending = region.garbage.len();
-                for _ in 0..pending {
-                    let g = region.garbage.pop_front().expect("bounded by len");
-                    let durable = self.durable_cts[g.writer].load(Ordering::Acquire) >= g.cts;
-                    let older_gone = !g.tombstone
-                        || t.gc_low.iter().all(|low| low.load(Ordering::Acquire) > g.cts);
-                    if !(durable && g.cts < watermark && older_gone) {
-                        region.garbage.push_back(g);
-                        continue;
-                    }
-                    let word = self.pool.backend().load_u64(g.slot + 8);
-                    if word & heap::LP_BIT != 0 {
-                        self.raise_floor(thread, owner, word >> 1);
-                    }
-                    ready.push((ti, owner, g));
+                gc.garbage.pop_front();
+                if g.tombstone {
+                    gc.tombstones.push_back(g);
+                    continue;
                 }
+                taken_from[w] = taken_from[w].min(g.cts);
+                self.cover_with_floor(thread, &g);
+                ready.push(g);
             }
+            // A tombstone goes only when nothing older is pending anywhere,
+            // including what this pass takes (not yet durably zero).
+            let low = gc.pending_low().min(taken_from[w]);
+            while let Some(&g) = gc.tombstones.front() {
+                let others_clear = self.gc_low.iter().enumerate().all(|(v, l)| {
+                    v == w || (l.load(Ordering::SeqCst) > g.cts && taken_from[v] > g.cts)
+                });
+                if !(low > g.cts && taken_low > g.cts && others_clear) {
+                    break;
+                }
+                gc.tombstones.pop_front();
+                self.cover_with_floor(thread, &g);
+                ready.push(g);
+            }
+            taken_low = taken_low.min(taken_from[w]);
+            // Already past the queue: floors raised, zero stores issued or not.
+            ready.append(&mut gc.to_zero);
+            ready.append(&mut gc.zero_pending);
         }
         if ready.is_empty() {
             return 0;
         }
         // S4: floors durable before any LP slot reads as empty.
         p.fence();
-        for (_, _, g) in &ready {
+        for g in &ready {
             p.write_u64_atomic(g.slot + 8, 0);
             p.flush(g.slot + 8, 8);
         }
         // S1: zeroes durable before any slot is reused.
         p.fence();
-        for &(ti, owner, g) in &ready {
-            let t = &tables[ti];
+        for g in &ready {
+            let Some(t) = self.registry.get(g.table as usize) else { continue };
+            let owner = self.slot_owner(g.slot);
             let mut region = t.heaps[owner].lock();
             if let Some(page) = region.free(g.slot) {
                 self.release_heap_page(owner, t, &mut region, page);
             }
-            let mut inbox = t.inbox[owner].lock();
-            region.garbage.extend(inbox.drain(..));
-            t.gc_low[owner].store(region.pending_low(), Ordering::Release);
         }
         let freed = ready.len() as u64;
-        self.gc_reclaimed.fetch_add(freed, Ordering::Relaxed);
+        self.gc_reclaimed[me].fetch_add(freed, Ordering::Relaxed);
         self.adaptive.exclusive_reclaimed.fetch_add(freed, Ordering::Relaxed);
         freed
     }

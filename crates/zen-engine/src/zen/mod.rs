@@ -20,6 +20,7 @@
 pub mod adaptive;
 pub mod cache;
 pub mod cache_plan;
+pub mod handoff;
 pub mod numa;
 pub mod recovery;
 pub mod space;
@@ -70,13 +71,26 @@ pub struct Shared<B: PmemBackend> {
     /// Commit floors (DRAM copy of the floor page).
     pub floors: Box<[AtomicU64]>,
     pub floor_page: u64,
-    /// Owner worker of every pool page (garbage is routed to a slot's owner).
+    /// Owner worker of every pool page (a reclaimed slot goes back to its owner).
     pub page_worker: Box<[AtomicU32]>,
+    /// Each worker's garbage pipeline (`space.rs`; taken by its worker once
+    /// per maintenance, by another only in the exclusive stage).
+    pub gc: Box<[CachePadded<Mutex<space::WorkerGc>>]>,
+    /// Per worker: at most the smallest Tx-CTS of its pending non-tombstone
+    /// garbage (S3); stored only by that worker.
+    pub gc_low: Box<[CachePadded<AtomicU64>]>,
+    /// Per owner worker: durably zeroed slots (table, slot) other workers
+    /// reclaimed, for the owner to put back on its free lists.
+    pub freed_slots: Box<[std::sync::OnceLock<handoff::Handoff>]>,
+    /// Serialises the NVM stores of one worker's commit floor (S4): the
+    /// worker itself and the holders of its superseded slots raise it.
+    floor_locks: Box<[Mutex<()>]>,
     catalog_lock: Mutex<()>,
     pub recovery: Option<RecoveryReport>,
     /// Met-Cache byte budget of each worker.
     pub cache_budget_bytes: u64,
-    pub gc_reclaimed: AtomicU64,
+    /// Slots reclaimed, per worker that freed them (summed by `status`).
+    pub gc_reclaimed: Box<[CachePadded<AtomicU64>]>,
     /// Transactions attempted per worker (for f_i of the cache plan).
     pub txns: Box<[CachePadded<AtomicU64>]>,
     /// 2PL: begin timestamp of each worker's running transaction (wait-die).
@@ -199,6 +213,10 @@ impl<B: PmemBackend> Shared<B> {
         });
         Shared {
             page_worker: (0..pool.page_count()).map(|_| AtomicU32::new(u32::MAX)).collect(),
+            gc: (0..regions).map(|_| CachePadded::new(Mutex::new(Default::default()))).collect(),
+            gc_low: per_worker(u64::MAX),
+            freed_slots: (0..regions).map(|_| std::sync::OnceLock::new()).collect(),
+            floor_locks: (0..regions).map(|_| Mutex::new(())).collect(),
             pool,
             config: config.clone(),
             tables: RwLock::new(Arc::new(Vec::new())),
@@ -216,7 +234,7 @@ impl<B: PmemBackend> Shared<B> {
             catalog_lock: Mutex::new(()),
             recovery,
             cache_budget_bytes: budget.max(4 << 10),
-            gc_reclaimed: AtomicU64::new(0),
+            gc_reclaimed: per_worker(0),
             txns: per_worker(0),
             lock_priority: per_worker(u64::MAX),
             waits_for: Mutex::new(vec![0; regions]),
@@ -338,10 +356,16 @@ impl<B: PmemBackend> Shared<B> {
     }
 
     /// Durably raise worker `w`'s commit floor to at least `cts` (flushed, not fenced).
+    ///
+    /// Several threads may raise one worker's floor (its own maintenance and
+    /// the holders of its superseded slots, `space.rs`); their stores are
+    /// serialised and each stores the maximum at that time, so the last
+    /// store in the line is never below a value another thread flushed.
     pub(crate) fn raise_floor(&self, thread: u32, worker: usize, cts: u64) {
         if self.floors[worker].fetch_max(cts, Ordering::AcqRel) >= cts {
             return;
         }
+        let _serial = self.floor_locks[worker].lock();
         let p = self.pool.persister(thread);
         let at = catalog::floor_offset(&self.pool, self.floor_page, worker);
         p.write_u64_atomic(at, self.floors[worker].load(Ordering::Acquire));
@@ -451,7 +475,7 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
             cc: P::KIND.name().into(),
             free_pages: s.pool.free_page_count(),
             page_count: s.pool.page_count(),
-            gc_reclaimed_slots: s.gc_reclaimed.load(Ordering::Relaxed),
+            gc_reclaimed_slots: s.gc_reclaimed.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
             adaptive: self.adaptive_stats(),
             ..Default::default()
         };

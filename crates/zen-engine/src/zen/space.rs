@@ -1,46 +1,135 @@
 //! Lightweight NVM space management (Zen §3.4): per-(table, worker) heap
-//! regions with DRAM free lists, garbage queues and per-page live counters.
+//! regions with DRAM free lists and per-page live counters, and per-worker
+//! garbage pipelines.
 //!
-//! The only persistent work is page allocation (done by the pool). A slot's
-//! life:
+//! The only persistent work is page allocation (done by the pool) and the
+//! zeroing of reclaimed slots. A slot's life:
 //!
 //! ```text
-//!  free ──allocate──▶ written by a commit ──superseded──▶ garbage (inbox of the slot's owner)
-//!   ▲                                                       │ newer version durable and older
-//!   │                                                       │ than the global minimum Tx-CTS
-//!   │ next fence                                            ▼
-//!  zero_pending ◀──word 1 := 0, flush── to_zero ◀── (LP slot: raise commit floor, flush)
+//!  free ──allocate──▶ written by a commit ──superseded──▶ staged (the superseding worker's, DRAM only)
+//!   ▲  ▲                                                    │ next fence of that worker
+//!   │  │ owner drains its handoff queue                     ▼
+//!   │  └──── slot of another owner ◀──┐                  garbage (FIFO, Tx-CTS order)
+//!   │ own slot                        │                     │ newer version durable and older
+//!   │                                 │                     │ than the global minimum Tx-CTS (S2, S3)
+//!  zero_pending ◀──word 1 := 0, flush── to_zero ◀── (LP slot: raise the owner's commit floor, flush; S4)
 //! ```
+//!
+//! WHO DOES WHAT. The worker whose commit superseded a slot (the *holder*)
+//! takes it through the whole pipeline in its own `WorkerGc`: staging at
+//! install, then FIFO queue, zeroing and fencing at its own fences. Only the
+//! last step, putting the slot back on a free list, belongs to the slot's
+//! *owner* (the worker whose region holds the page, who wrote the version):
+//! the holder frees its own slots directly and hands other owners' slots over
+//! a lock-free queue (`handoff.rs`) that the owner drains at its next fence.
+//! So a commit touches only its own pipeline and the regions of the tables it
+//! wrote, takes no other worker's lock, and a read-only commit touches none.
+//! The `WorkerGc` mutex is taken by its worker once per maintenance; only the
+//! Zen+ exclusive stage (`adaptive.rs`, `reclaim_all`) takes another worker's,
+//! while that worker is idle.
 //!
 //! (S1) A slot is reused only after its word 1 was zeroed *durably* (hazard 1).
 //! (S2) A slot is zeroed only when the version that superseded it is durable
 //!      and no running transaction can read it (hazard 4): `cts <= durable[w]`
 //!      and `cts < global minimum Tx-CTS`.
-//! (S3) A tombstone of Tx-CTS c is zeroed only when no garbage item of its
-//!      table with a timestamp ≤ c is pending anywhere (not yet durably zero):
+//! (S3) A tombstone of Tx-CTS c is zeroed only when no non-tombstone garbage
+//!      item with a timestamp ≤ c is pending anywhere (not yet durably zero):
 //!      every older version of the deleted key is gone first (hazard 2,
-//!      resurrection). Each (table, worker) publishes `gc_low`, the smallest
-//!      timestamp of its pending non-tombstone items; pushers lower it under
-//!      the inbox lock, the owner recomputes it under the same lock.
-//! (S4) Zeroing a slot whose word 1 carries the LP bit first raises the
-//!      worker's commit floor durably (see `catalog.rs`).
+//!      resurrection). Each worker publishes `gc_low[w]`, at most the smallest
+//!      timestamp of its pending non-tombstone items: it lowers it at install,
+//!      before the new version is unlocked, and recomputes it from its queues
+//!      at maintenance. Only worker `w` stores `gc_low[w]`.
+//! (S4) Before a slot is zeroed, the commit floor of the slot's owner is
+//!      durably at or above the Tx-CTS of the version in it (see
+//!      `catalog.rs`), so zeroing an LP word never lowers the owner's
+//!      ts-commit. This is decided from the version's Tx-CTS, which the
+//!      Met-Cache knows, not by reading the slot's LP bit (a cache miss per
+//!      reclaimed slot). Raising a floor to c is sound once every transaction
+//!      of the owner up to c is durable: true for the superseded version's
+//!      own commit (the superseding commit is durable, S2, and depended on
+//!      it, `txn/deps.rs`) and so for all the owner's earlier ones (per-worker
+//!      LP order); a raise goes up to the owner's `durable_cts` at once, so
+//!      one floor store serves many slots.
 //! (S5) A page whose slots are all free is released to the pool.
+//! (S6) A worker's Tx-CTS values increase (`ts.rs`), so its queue is sorted
+//!      by Tx-CTS; readiness (S2) is monotone in it, so the pipeline takes
+//!      items from the front only, and the non-tombstone items of
+//!      `zero_pending`, `to_zero`, `garbage` are ever newer in that order.
+//!      A tombstone that passed S2 waits for S3 in `tombstones`, out of the
+//!      way: the older versions it waits for may be behind it (same Tx-CTS).
 
 use std::collections::{HashMap, VecDeque};
 
 use crate::heap;
 
-/// A superseded slot (or a tombstone) waiting to be reclaimed.
+/// A superseded slot (or a tombstone) waiting to be reclaimed by the worker
+/// that holds it (the one whose commit superseded it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Garbage {
+    /// Table whose heap holds the slot.
+    pub table: u32,
     pub slot: u64,
     /// Timestamp of the version that superseded it (of the tombstone itself
-    /// for a tombstone).
+    /// for a tombstone): a Tx-CTS of the holding worker.
     pub cts: u64,
-    /// Worker that wrote that version (its durability gates reclamation).
-    pub writer: usize,
+    /// Tx-CTS of the version the slot holds (known from the Met-Cache, so
+    /// reclamation never reads the slot to find out; S4).
+    pub version_cts: u64,
     /// The slot is a tombstone: reclaimed only under S3.
     pub tombstone: bool,
+}
+
+impl Garbage {
+    /// Slot `slot` of `table`, holding a version of Tx-CTS `version_cts`,
+    /// superseded by this worker's commit `cts`.
+    pub fn superseded(table: u32, slot: u64, version_cts: u64, cts: u64) -> Garbage {
+        Garbage { table, slot, cts, version_cts, tombstone: false }
+    }
+
+    /// The tombstone this worker's commit `cts` wrote to `slot`.
+    pub fn tombstone(table: u32, slot: u64, cts: u64) -> Garbage {
+        Garbage { table, slot, cts, version_cts: cts, tombstone: true }
+    }
+}
+
+/// One worker's garbage pipeline (S1–S6). Only its worker changes it, except
+/// during a Zen+ exclusive stage (`reclaim_all`) while that worker is idle.
+#[derive(Debug, Default)]
+pub struct WorkerGc {
+    /// Items whose reclamation conditions (S2, S3) are not yet known to hold.
+    pub garbage: VecDeque<Garbage>,
+    /// Tombstones that passed S2 and wait for S3, set aside so that they do
+    /// not stop the items behind them (which they may be waiting for).
+    pub tombstones: VecDeque<Garbage>,
+    /// Ready items (floors raised) to be zeroed after the next fence.
+    pub to_zero: Vec<Garbage>,
+    /// Items whose zero store waits for the next fence (S1).
+    pub zero_pending: Vec<Garbage>,
+    /// Durably zero slots of other owners whose handoff queue was full:
+    /// (table, slot), handed over again at the next maintenance.
+    pub handoff_overflow: Vec<(u32, u64)>,
+}
+
+impl WorkerGc {
+    /// Whether nothing is pending at all.
+    pub fn is_idle(&self) -> bool {
+        self.garbage.is_empty()
+            && self.tombstones.is_empty()
+            && self.to_zero.is_empty()
+            && self.zero_pending.is_empty()
+            && self.handoff_overflow.is_empty()
+    }
+
+    /// Smallest timestamp of a pending non-tombstone item, `u64::MAX` if none
+    /// (S3). By S6 it is the first non-tombstone item in pipeline order.
+    pub fn pending_low(&self) -> u64 {
+        self.zero_pending
+            .iter()
+            .chain(&self.to_zero)
+            .chain(&self.garbage)
+            .find(|g| !g.tombstone)
+            .map_or(u64::MAX, |g| g.cts)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -51,7 +140,8 @@ struct PageSlots {
     live: u64,
 }
 
-/// One worker's heap region of one table. Only its owner mutates it.
+/// One worker's heap region of one table. Only its owner mutates it (the
+/// mutex is uncontended but for recovery, status and the exclusive stage).
 #[derive(Debug)]
 pub struct HeapRegion {
     pub slot_size: u64,
@@ -60,9 +150,6 @@ pub struct HeapRegion {
     pages: HashMap<u64, PageSlots>,
     /// Pages that have a free slot or room to bump.
     available: Vec<u64>,
-    pub garbage: VecDeque<Garbage>,
-    pub to_zero: Vec<Garbage>,
-    pub zero_pending: Vec<Garbage>,
 }
 
 impl HeapRegion {
@@ -73,9 +160,6 @@ impl HeapRegion {
             page_size,
             pages: HashMap::new(),
             available: Vec::new(),
-            garbage: VecDeque::new(),
-            to_zero: Vec::new(),
-            zero_pending: Vec::new(),
         }
     }
 
@@ -170,18 +254,6 @@ impl HeapRegion {
         out
     }
 
-    /// Smallest timestamp of a pending non-tombstone item (S3), `u64::MAX` if none.
-    pub fn pending_low(&self) -> u64 {
-        self.garbage
-            .iter()
-            .chain(&self.to_zero)
-            .chain(&self.zero_pending)
-            .filter(|g| !g.tombstone)
-            .map(|g| g.cts)
-            .min()
-            .unwrap_or(u64::MAX)
-    }
-
     pub fn pages(&self) -> impl Iterator<Item = u64> + '_ {
         self.pages.keys().copied()
     }
@@ -190,6 +262,25 @@ impl HeapRegion {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pending_low_is_the_oldest_non_tombstone_item_in_pipeline_order() {
+        let item = |cts, tombstone| Garbage { table: 0, slot: 64, cts, version_cts: 1, tombstone };
+        let mut gc = WorkerGc::default();
+        assert!(gc.is_idle());
+        assert_eq!(gc.pending_low(), u64::MAX);
+        // S6: zero_pending < to_zero < garbage in Tx-CTS; tombstones do not count.
+        gc.zero_pending.push(item(10, true));
+        gc.to_zero.push(item(20, false));
+        gc.tombstones.push_back(item(30, true));
+        gc.garbage.push_back(item(30, false));
+        assert_eq!(gc.pending_low(), 20);
+        gc.to_zero.clear();
+        assert_eq!(gc.pending_low(), 30);
+        gc.garbage.clear();
+        assert_eq!(gc.pending_low(), u64::MAX, "tombstones do not count");
+        assert!(!gc.is_idle());
+    }
 
     #[test]
     fn slots_are_allocated_freed_and_empty_pages_reported() {

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::sched::Mutex;
 
 use super::cache::CacheRegion;
-use super::space::{Garbage, HeapRegion};
+use super::space::HeapRegion;
 use crate::api::TableId;
 use crate::heap;
 use crate::schema::TableSchema;
@@ -70,9 +70,6 @@ pub struct Table {
     pub secondary: Vec<SecondaryIndex>,
     pub caches: Box<[CacheRegion]>,
     pub heaps: Box<[Mutex<HeapRegion>]>,
-    pub inbox: Box<[Mutex<Vec<Garbage>>]>,
-    /// Per worker: smallest timestamp of its pending non-tombstone garbage (S3).
-    pub gc_low: Box<[std::sync::atomic::AtomicU64]>,
     /// Persist-order rank: the LP tuple comes from the table of lowest rank.
     pub persist_rank: u32,
     /// Entries each worker region of this table may hold (the cache plan's C_i).
@@ -112,8 +109,6 @@ impl Table {
             heaps: (0..regions)
                 .map(|_| Mutex::new(HeapRegion::new(slot_size, page_size)))
                 .collect(),
-            inbox: (0..regions).map(|_| Mutex::new(Vec::new())).collect(),
-            gc_low: (0..regions).map(|_| std::sync::atomic::AtomicU64::new(u64::MAX)).collect(),
             schema,
             persist_rank,
             cache_limit: std::sync::atomic::AtomicU32::new(cache_entries_per_region),

@@ -1,12 +1,17 @@
-//! Workers and transactions of the Zen engine, with Silo as the protocol.
+//! Workers and transactions of the Zen engine, for every protocol of `cc/`.
 //!
 //! A worker owns reusable read/write/scan sets (no allocation on the hot
 //! path once they have grown), runs one transaction at a time, and performs
 //! its share of space management around its fences (see `space.rs`).
 //!
-//! COMMIT, as named phases:
-//!   `lock_write_set` → `validate` (after drawing the Tx-CTS) → `allocate_slots`
-//!   → `persist_new_versions` (Alg. 1) → `install` → `reset`.
+//! COMMIT, as named phases, one file each under `txn/commit/` (`commit.rs`
+//! runs them and states the invariants across them):
+//!   `lock_write_set` (`lock.rs`) → `validate` (`validate.rs`, after drawing
+//!   the Tx-CTS; the read checks are the protocol's, `cc/`) →
+//!   `allocate_slots` → `persist_new_versions` (`persist.rs`, Alg. 1) →
+//!   `publish` (`publish.rs`, retiring the superseded slots) → `end`;
+//!   maintenance (`maintain.rs`) runs at each fence of the worker, inside
+//!   `persist_new_versions` and `sync`.
 //! Any failure before `persist_new_versions` unlocks and returns an abort;
 //! nothing has been written to NVM by then (slot allocation may allocate and
 //! zero a *page*, which is space management, not transaction data).
@@ -20,7 +25,7 @@ use super::Shared;
 use super::cache::{Alloc, FLAG_CLOCK, FLAG_COPY, LOC_EMPTY, loc_cached, loc_entry};
 use super::table::Table;
 use crate::api::{CacheStats, Durability, TableId, TxnOptions};
-use crate::cc::{Protocol, silo};
+use crate::cc::{Protocol, ReadItem, silo};
 use crate::error::{AbortReason, Error, Result};
 use crate::heap::{self, SlotHeader};
 use crate::sched;
@@ -50,16 +55,6 @@ struct WriteItem {
     slot: u64,
     /// Multi-version protocols: the entry reserved for the new version.
     new_entry: Option<u32>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct ReadItem {
-    table: u32,
-    rid: u64,
-    loc: u64,
-    observed: u64,
-    /// TicToc: the version's wts when read.
-    wts: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -129,6 +124,11 @@ pub struct ZenWorker<'e, B: PmemBackend, P: Protocol> {
     privileged: Option<std::time::Instant>,
     /// Zen+: α in Met-Cache bytes for this worker, computed at begin.
     alpha_limit: u64,
+    /// Slots superseded by this worker's commits since its last fence; they
+    /// enter its garbage pipeline at the next fence (`maintain.rs`).
+    staged: Vec<crate::zen::space::Garbage>,
+    /// The worker's garbage pipeline was empty after its last maintenance.
+    gc_idle: bool,
     protocol: std::marker::PhantomData<P>,
 }
 
@@ -171,6 +171,8 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             wasted: 0,
             privileged: None,
             alpha_limit: u64::MAX,
+            staged: Vec::new(),
+            gc_idle: false,
             protocol: std::marker::PhantomData,
         }
     }
@@ -211,12 +213,19 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             self.check_exclusive()?;
         }
         self.txn_ts = P::begin_ts(&self.s.clock, self.id, &mut self.local_clock);
-        // A begin timestamp strictly above everything retired before it (C4):
-        // the clock ticks even when nothing commits, so retired entries and
-        // garbage always become reusable once older transactions end.
+        // One shared-clock operation per transaction at most (DESIGN §3):
+        // the begin timestamp of the protocols that draw their Tx-CTS at
+        // commit is the published `now()`, a load. It is what C3 needs (at or
+        // above the watermark while the transaction runs); retired entries
+        // are stamped with `Clock::now_and_advance`, so they still become
+        // reusable when nothing commits (C4).
         self.begin_ts = match self.txn_ts {
             Some(ts) if P::TIMESTAMP_ORDERING => ts,
-            _ => self.s.clock.tick(),
+            // Wait-die and H-Store order lock waits by age, which needs
+            // distinct begin timestamps in begin order: these protocols
+            // still tick (two clock RMWs per writing transaction).
+            _ if P::LOCKING.is_some() || P::PARTITIONED => self.s.clock.tick(),
+            _ => published,
         };
         if P::LOCKING.is_some() || P::PARTITIONED {
             let priority = self.kept_priority.take().unwrap_or(self.begin_ts);
@@ -225,7 +234,11 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         if P::SNAPSHOT_READS {
             self.s.adaptive.begin_ts[self.id].store(self.begin_ts, Ordering::SeqCst);
         }
-        self.watermark = self.s.watermark();
+        if P::MULTI_VERSION {
+            // Only version-chain cuts use it (`versions.rs`): an O(workers)
+            // scan the single-version protocols skip.
+            self.watermark = self.s.watermark();
+        }
         Ok(())
     }
 
@@ -362,14 +375,14 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
     fn allocate_entry(&mut self, t: &Table) -> Result<u32> {
         const EVICT_BATCH: usize = 64;
         let region = &t.caches[self.id];
-        region.drain_retire_inbox(self.s.clock.now());
+        region.drain_retire_inbox(|| self.s.clock.now());
         let limit = t.cache_limit.load(Ordering::Relaxed);
         let used = region.used();
         if used >= limit {
             self.evict(t, ((used + 1 - limit) as usize).min(EVICT_BATCH));
         }
         for _ in 0..4 {
-            if let Alloc::Entry(idx) = region.allocate(self.s.watermark()) {
+            if let Alloc::Entry(idx) = region.allocate(|| self.s.watermark()) {
                 return Ok(idx);
             }
             // At capacity and every retired entry still waits: make room in
@@ -378,6 +391,12 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
                 break;
             }
         }
+        // The retired entries wait for the watermark to pass their stamps
+        // (C4), and begin does not tick the clock: if every transaction
+        // aborts here, no commit advances it and the region stays full
+        // forever. Advance it (only on this path), so that the retry begins
+        // above the stamps and the watermark can pass them.
+        self.s.clock.tick();
         Err(Error::Abort(AbortReason::CacheFull))
     }
 
@@ -402,6 +421,8 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         region.clock_candidates(want + 16, &mut victims);
         let watermark = self.s.watermark();
         let mut evicted = 0;
+        // One retire stamp per batch (C4), drawn at the first victim.
+        let mut stamp = None;
         for &idx in &victims {
             if evicted >= want {
                 break;
@@ -414,7 +435,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             if e.flags.load(Ordering::Acquire) & FLAG_COPY != 0 {
                 e.record.store(0, Ordering::Release);
                 e.flags.store(0, Ordering::Relaxed);
-                region.retire(idx, self.s.clock.now());
+                region.retire(idx, *stamp.get_or_insert_with(|| self.s.clock.now_and_advance()));
                 evicted += 1;
                 continue;
             }
@@ -447,7 +468,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             locw.store(home, Ordering::Release);
             e.cc[0].store(silo::OBSOLETE | (prev & !silo::LOCK), Ordering::Release);
             e.record.store(0, Ordering::Release);
-            region.retire(idx, self.s.clock.now());
+            region.retire(idx, *stamp.get_or_insert_with(|| self.s.clock.now_and_advance()));
             self.stats.evictions += 1;
             evicted += 1;
         }
@@ -761,5 +782,6 @@ mod adaptive;
 mod commit;
 mod deps;
 mod locking;
+mod maintain;
 mod scan;
 mod versions;

@@ -13,7 +13,8 @@
 //!
 //! The oracle (with the receipts): worker `w`'s keys must equal the model
 //! after exactly its surviving steps (its receipts say how many), the
-//! per-step model check of the old engine harness made exact. With
+//! per-step model check of the old engine harness made exact; every key no
+//! step writes must keep its loaded or warmed-up value. With
 //! [`Script::create_tables`], a thread creates that many tables while the
 //! workers run; every image must hold the original tables plus a prefix of
 //! the created ones, and after liveness one more table must be creatable and
@@ -355,6 +356,23 @@ impl Subject for Script {
                     "worker {w}: {n} transactions survived, their model is {want:?}, the recovered keys are {have:?}"
                 )));
             }
+        }
+        // Keys no step writes (the load's and the warm-up's) keep their
+        // initial values: a lost warm-up row was invisible to the
+        // per-worker checks above.
+        let touched: BTreeSet<(u32, u64)> =
+            self.workers.iter().flatten().flatten().map(|&(t, k, _, _)| (t, k)).collect();
+        let untouched = |s: &State| -> State {
+            s.iter()
+                .filter(|(k, _)| !touched.contains(k) && k.1 < LIVENESS_KEY)
+                .map(|(k, v)| (*k, *v))
+                .collect()
+        };
+        let (want, have) = (untouched(&initial), untouched(&got));
+        if want != have {
+            return Err(Violation::state(format!(
+                "keys no step writes: loaded and warmed up as {want:?}, the recovered keys are {have:?}"
+            )));
         }
         Ok(())
     }

@@ -146,7 +146,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             if w == self.id {
                 t.caches[w].retire(idx, self.s.clock.now());
             } else {
-                t.caches[w].retire_inbox.lock().push(idx);
+                t.caches[w].push_detached(idx);
             }
             limit -= 1;
             assert!(limit > 0, "version chain longer than 2^20");

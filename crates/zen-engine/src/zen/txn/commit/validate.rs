@@ -1,0 +1,84 @@
+//! Commit phase 2, VALIDATE: the protocol's read checks, then phantoms.
+//!
+//! The read checks are the protocol's (`cc/`): `P::VALIDATES_READS` says
+//! whether there are any, `P::read_still_valid` runs them one read at a
+//! time, at the logical time `P::commit_logical_ts` chose (TicToc's; 0 for
+//! the others). They see the transaction through [`CommitView`], implemented
+//! here on the worker.
+//!
+//! INVARIANTS
+//! (V1) Runs with the whole write set locked (phase 1), after the Tx-CTS is
+//!      drawn, so a read that is valid now stays valid until the new
+//!      versions are published (Silo's serialisation point); a read-only
+//!      transaction validates with nothing locked.
+//! (V2) Every scanned range is re-scanned and must hold the same records
+//!      (`Abort(Phantom)`), whatever the protocol (`scan.rs`).
+//! (V3) Validation writes no NVM; the only shared stores are TicToc's rts
+//!      extensions (and `tictoc_high`), which are valid whatever the outcome.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use zen_pmem::PmemBackend;
+
+use super::super::ZenWorker;
+use crate::cc::{CommitView, Protocol, ReadItem};
+use crate::config::RaceFault;
+use crate::error::{AbortReason, Error, Result};
+use crate::zen::cache::{LOC_EMPTY, loc_entry};
+
+impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
+    /// Read validation as the protocol requires, plus phantom checks of every
+    /// scanned range (all protocols). `logical` is TicToc's commit timestamp.
+    pub(super) fn validate(&self, logical: u64) -> Result<()> {
+        if P::VALIDATES_READS {
+            for r in &self.reads {
+                if !P::read_still_valid(self, r, logical) {
+                    return Err(Error::Abort(AbortReason::ReadValidation));
+                }
+            }
+        }
+        if self.scans.iter().any(|s| !self.scan_still_valid(s)) {
+            return Err(Error::Abort(AbortReason::Phantom));
+        }
+        Ok(())
+    }
+}
+
+impl<B: PmemBackend, P: Protocol> CommitView for ZenWorker<'_, B, P> {
+    fn reads(&self) -> &[ReadItem] {
+        &self.reads
+    }
+
+    fn location_now(&self, r: &ReadItem) -> u64 {
+        self.tables[r.table as usize].records.loc(r.rid).load(Ordering::Acquire)
+    }
+
+    fn entry_cc(&self, table: u32, loc: u64) -> Option<&[AtomicU64; 4]> {
+        let (owner, idx) = loc_entry(loc)?;
+        Some(&self.tables[table as usize].caches[owner].entry(idx).cc)
+    }
+
+    fn is_empty_location(loc: u64) -> bool {
+        loc == LOC_EMPTY
+    }
+
+    fn holds_write_lock(&self, r: &ReadItem) -> bool {
+        self.writes.iter().any(|x| x.table == r.table && x.rid == r.rid && x.locked.is_some())
+    }
+
+    fn locked_write_entries(&self) -> impl Iterator<Item = &[AtomicU64; 4]> {
+        self.writes.iter().map(|w| {
+            let (loc, _) = w.locked.expect("locked at commit");
+            let (owner, idx) = loc_entry(loc).expect("locked records are cached");
+            &self.tables[w.table as usize].caches[owner].entry(idx).cc
+        })
+    }
+
+    fn raise_logical_high(&self, ts: u64) {
+        self.s.tictoc_high.fetch_max(ts, Ordering::AcqRel);
+    }
+
+    fn race(&self, f: RaceFault) -> bool {
+        ZenWorker::race(self, f)
+    }
+}

@@ -1,0 +1,227 @@
+//! Commit phase 5, MAINTAIN: the worker's share of space management, run
+//! after each of its fences (`space.rs` has the slot life cycle, S1–S6).
+//!
+//! Cost per writing commit, whatever the number of tables: one load of the
+//! worker's handoff queue, one uncontended lock of its own `WorkerGc`, and
+//! per reclaimed slot one region lock of the slot's table (or one push to the
+//! owner's handoff queue). A commit whose pipeline is empty skips the lock;
+//! a read-only commit never gets here (it has no fence, unless `Immediate`
+//! durability makes it wait for a writer it read from).
+//!
+//! INVARIANTS this file keeps (numbers of `space.rs`)
+//! (S1) `zero_pending` is freed only at the fence after its zero stores.
+//! (S2) An item leaves `garbage` only when its Tx-CTS is durable (this
+//!      worker's `durable_cts`) and below the watermark.
+//! (S3) A tombstone leaves `garbage` only when no older non-tombstone item is
+//!      pending here (ahead of it) or at any other worker (`gc_low`).
+//! (S4) An LP slot raises its owner's floor (flushed) one fence before its
+//!      zero store.
+//! (S6) Items are taken from the front of `garbage` only.
+
+use std::sync::atomic::Ordering;
+
+use zen_pmem::{Marker, PmemBackend};
+
+use super::{GC_BATCH, ZenWorker};
+use crate::cc::Protocol;
+use crate::config::Fault;
+use crate::zen::Shared;
+use crate::zen::space::{Garbage, WorkerGc};
+
+impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
+    /// Queue a slot superseded (or, for a tombstone, written) by this
+    /// worker's commit `g.cts`. Called at install, before the new version is
+    /// unlocked: `gc_low` is lowered first (S3).
+    pub(super) fn retire_slot(&mut self, g: Garbage) {
+        if !g.tombstone {
+            let low = &self.s.gc_low[self.id];
+            if low.load(Ordering::Relaxed) > g.cts {
+                low.store(g.cts, Ordering::SeqCst);
+            }
+        }
+        self.staged.push(g);
+    }
+
+    /// Fence and acknowledge (as `sync`): the end of an exclusive stage makes
+    /// the privileged commit durable before anyone else may read it.
+    pub(super) fn sync_and_ack(&mut self) {
+        self.s.pool.persister(self.thread).fence();
+        self.after_fence();
+    }
+
+    /// After each fence of this worker: acknowledge, then advance the
+    /// garbage pipeline.
+    pub(super) fn after_fence(&mut self) {
+        if let Some(cts) = self.unfenced_cts.take() {
+            self.s.durable_cts[self.id].store(cts, Ordering::Release);
+            self.s.pool.persister(self.thread).marker(Marker::Ack { txn: cts });
+        }
+        self.take_back_freed_slots();
+        if self.staged.is_empty() && self.gc_idle {
+            return;
+        }
+        let shared = self.s;
+        let mut gc = shared.gc[self.id].lock();
+        gc.garbage.extend(self.staged.drain(..));
+        // S1: the zero stores of `zero_pending` were fenced just now.
+        let mut zeroed = std::mem::take(&mut gc.zero_pending);
+        for g in zeroed.drain(..) {
+            self.free_reclaimed(&mut gc, g.table, g.slot);
+        }
+        // The floors of `to_zero` were raised before this fence (S4).
+        let p = shared.pool.persister(self.thread);
+        let mut to_zero = std::mem::take(&mut gc.to_zero);
+        for g in to_zero.drain(..) {
+            p.write_u64_atomic(g.slot + 8, 0);
+            p.flush(g.slot + 8, 8);
+            zeroed.push(g);
+        }
+        gc.zero_pending = zeroed;
+        gc.to_zero = to_zero;
+        self.collect_ready(&mut gc);
+        let overflow = std::mem::take(&mut gc.handoff_overflow);
+        for &(table, slot) in &overflow {
+            self.free_reclaimed(&mut gc, table, slot);
+        }
+        shared.gc_low[self.id].store(gc.pending_low(), Ordering::SeqCst);
+        self.gc_idle = gc.is_idle();
+    }
+
+    /// Move ready items (S2, S3) from the front of `garbage` to `to_zero`,
+    /// raising their owners' floors where needed (S4); at most `GC_BATCH`
+    /// per fence.
+    fn collect_ready(&mut self, gc: &mut WorkerGc) {
+        if gc.garbage.is_empty() {
+            return;
+        }
+        let watermark = self.s.watermark();
+        let durable = self.s.durable_cts[self.id].load(Ordering::Acquire);
+        for _ in 0..GC_BATCH {
+            let Some(&g) = gc.garbage.front() else { break };
+            if g.cts > durable || g.cts >= watermark {
+                break;
+            }
+            gc.garbage.pop_front();
+            if g.tombstone {
+                gc.tombstones.push_back(g);
+                continue;
+            }
+            if self.fault(Fault::ReuseWithoutZeroing) {
+                self.free_reclaimed(gc, g.table, g.slot);
+                continue;
+            }
+            if !self.fault(Fault::NoCommitFloor) {
+                self.s.cover_with_floor(self.thread, &g);
+            }
+            gc.to_zero.push(g);
+        }
+        while let Some(&g) = gc.tombstones.front() {
+            if !self.tombstone_may_go(gc, g.cts) {
+                break;
+            }
+            gc.tombstones.pop_front();
+            if !self.fault(Fault::NoCommitFloor) {
+                self.s.cover_with_floor(self.thread, &g);
+            }
+            gc.to_zero.push(g);
+        }
+    }
+
+    /// May a tombstone of Tx-CTS `cts` be zeroed (S3)? Not while any
+    /// non-tombstone item of Tx-CTS ≤ `cts` is pending here (the older
+    /// version its own commit superseded has the same Tx-CTS) or elsewhere.
+    fn tombstone_may_go(&self, gc: &WorkerGc, cts: u64) -> bool {
+        if self.fault(Fault::EarlyTombstone) {
+            return true;
+        }
+        gc.pending_low() > cts
+            && self
+                .s
+                .gc_low
+                .iter()
+                .enumerate()
+                .all(|(w, low)| w == self.id || low.load(Ordering::SeqCst) > cts)
+    }
+
+    /// A durably zero slot goes back to its owner's free list: directly if
+    /// it is ours, else through the owner's handoff queue.
+    fn free_reclaimed(&mut self, gc: &mut WorkerGc, table: u32, slot: u64) {
+        let owner = self.s.slot_owner(slot);
+        if owner == self.id {
+            self.free_own_slot(table, slot);
+        } else if !self.s.freed_slots_of(owner).push(u64::from(table), slot) {
+            gc.handoff_overflow.push((table, slot));
+        }
+    }
+
+    /// Free one of this worker's slots (S5: release a page left empty).
+    fn free_own_slot(&mut self, table: u32, slot: u64) {
+        let Some(t) = self.s.registry.get(table as usize) else { return };
+        let mut region = t.heaps[self.id].lock();
+        if let Some(page) = region.free(slot) {
+            self.s.release_heap_page(self.id, t, &mut region, page);
+        }
+        let reclaimed = &self.s.gc_reclaimed[self.id];
+        reclaimed.store(reclaimed.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// Put back the slots other workers reclaimed for us (bounded per call).
+    fn take_back_freed_slots(&mut self) {
+        let Some(queue) = self.s.freed_slots[self.id].get() else { return };
+        if !queue.maybe_nonempty() {
+            return;
+        }
+        for _ in 0..FREED_SLOTS_CAPACITY {
+            let Some((table, slot)) = queue.pop() else { break };
+            self.free_own_slot(table as u32, slot);
+        }
+    }
+}
+
+/// Capacity of each owner's queue of slots freed by others.
+pub(crate) const FREED_SLOTS_CAPACITY: usize = 1024;
+
+impl<B: PmemBackend> Shared<B> {
+    /// The worker whose heap region holds `slot`.
+    pub(crate) fn slot_owner(&self, slot: u64) -> usize {
+        let page = slot / self.pool.page_size();
+        let owner = self.page_worker[page as usize].load(Ordering::Acquire) as usize;
+        assert!(owner < self.regions, "slot {slot} on page {page} without an owner worker");
+        owner
+    }
+
+    /// S4: make the floor of `g.slot`'s owner at least `g.version_cts`
+    /// (flushed; the caller fences before the zero store). One load when it
+    /// already is.
+    pub(crate) fn cover_with_floor(&self, thread: u32, g: &Garbage) {
+        let owner = self.slot_owner(g.slot);
+        if self.floors[owner].load(Ordering::Acquire) >= g.version_cts {
+            return;
+        }
+        let durable = self.durable_cts[owner].load(Ordering::Acquire);
+        self.raise_floor(thread, owner, g.version_cts.max(durable));
+    }
+
+    /// The queue of slots freed for `owner` by other workers.
+    pub(crate) fn freed_slots_of(&self, owner: usize) -> &crate::zen::handoff::Handoff {
+        self.freed_slots[owner]
+            .get_or_init(|| crate::zen::handoff::Handoff::new(FREED_SLOTS_CAPACITY))
+    }
+
+    /// Release an empty heap page of `worker`'s region of `t` (S5).
+    pub(crate) fn release_heap_page(
+        &self,
+        worker: usize,
+        t: &crate::zen::table::Table,
+        region: &mut crate::zen::space::HeapRegion,
+        page: u64,
+    ) {
+        let owner = zen_pmem::PageOwner { table: t.id.0, worker: worker as u16 };
+        // Free slots of the page are durably zero; the page table entry is the
+        // only thing that changes, with one atomic store.
+        if self.pool.release_page(Shared::<B>::thread_of(worker), page, owner).is_ok() {
+            region.remove_page(page);
+            self.page_worker[page as usize].store(u32::MAX, Ordering::Release);
+        }
+    }
+}

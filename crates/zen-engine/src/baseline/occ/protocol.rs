@@ -29,7 +29,7 @@
 //!   record.tid ─▶ head: the version in the store (falcon: the NVM slot), wts = cts
 //!   version heap (DRAM, per (table, rid)):  [wts 12 until 30] [wts 30 until 40]
 //!   reader T=35 reads wts 30 from the heap; T=45 reads the head, rts := 45
-//! ```
+//!
 //!   begin     T = a fresh timestamp, after publishing the worker as active
 //!             (`Core::min_active` never passes T); T is the Tx-CTS
 //!   read      head unlocked with wts ≤ T: raise its rts to T, SeqCst fence,

@@ -66,7 +66,7 @@ use std::time::Instant;
 
 use crate::sched::Mutex;
 use serde::Serialize;
-use zen_pmem::{CounterSnapshot, PageOwner, PmemBackend, Pool, PoolOptions, SYSTEM_THREAD};
+use zen_pmem::{CounterSnapshot, PageOwner, PmemBackend, Pool, SYSTEM_THREAD};
 
 use super::occ::{
     Core, DramRows, OccEngine, Store, Table, Tables, WriteItem, WriteKind, dram_budget_bytes, tid,
@@ -159,23 +159,12 @@ const PRESSURE_CHECK_EVERY: u32 = 64;
 impl<B: PmemBackend> MmdbEngine<B> {
     /// Create a new pool per `config` and an empty engine on it.
     pub fn create(config: &EngineConfig) -> Result<Self> {
-        config.validate()?;
-        let pool = Pool::<B>::create(
-            &backend_options(config),
-            config.pool_size_bytes,
-            &PoolOptions { page_size: config.page_size_bytes, features: 0 },
-        )?;
-        Self::create_on(pool, config)
+        Self::create_on(super::create_pool(config)?, config)
     }
 
     /// Build an empty engine on a freshly formatted pool.
     pub fn create_on(pool: Pool<B>, config: &EngineConfig) -> Result<Self> {
-        if pool.catalog_root().is_some() {
-            return Err(Error::InvalidConfig(format!(
-                "{}: pool already holds a catalog; open it instead",
-                pool.path().display()
-            )));
-        }
+        super::require_no_catalog(&pool)?;
         let meta_page = pool.allocate_page(SYSTEM_THREAD, PageOwner::SYSTEM)?;
         let p = pool.persister(SYSTEM_THREAD);
         let base = pool.page_offset(meta_page);

@@ -77,6 +77,28 @@ pub fn backend_options(config: &EngineConfig) -> zen_pmem::BackendOptions {
     }
 }
 
+/// A new pool per a validated `config` (every baseline's `create`).
+pub(crate) fn create_pool<B: PmemBackend>(config: &EngineConfig) -> Result<Pool<B>> {
+    config.validate()?;
+    Ok(Pool::<B>::create(
+        &backend_options(config),
+        config.pool_size_bytes,
+        &zen_pmem::PoolOptions { page_size: config.page_size_bytes, features: 0 },
+    )?)
+}
+
+/// Refuse to build an empty engine on a pool that already holds a catalog
+/// (every baseline's `create_on`): it is opened, never overwritten.
+pub(crate) fn require_no_catalog<B: PmemBackend>(pool: &Pool<B>) -> Result<()> {
+    if pool.catalog_root().is_some() {
+        return Err(Error::InvalidConfig(format!(
+            "{}: pool already holds a catalog; open it instead",
+            pool.path().display()
+        )));
+    }
+    Ok(())
+}
+
 /// Read the catalog of a pool that engine `engine` made (`a_engine`: its
 /// name with the article, for the message) and check the magic word of its
 /// meta page (the catalog's floor page). The catalog and the meta page's

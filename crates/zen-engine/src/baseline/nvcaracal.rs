@@ -60,7 +60,7 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use zen_pmem::{CounterSnapshot, Marker, PageOwner, PmemBackend, Pool, PoolOptions, SYSTEM_THREAD};
+use zen_pmem::{CounterSnapshot, Marker, PageOwner, PmemBackend, Pool, SYSTEM_THREAD};
 
 use super::{backend_options, worker_thread};
 use crate::api::{
@@ -195,23 +195,12 @@ enum Change {
 impl<B: PmemBackend> NvcaracalEngine<B> {
     /// Create a new pool per `config` and an empty engine on it.
     pub fn create(config: &EngineConfig) -> Result<Self> {
-        config.validate()?;
-        let pool = Pool::<B>::create(
-            &backend_options(config),
-            config.pool_size_bytes,
-            &PoolOptions { page_size: config.page_size_bytes, features: 0 },
-        )?;
-        Self::create_on(pool, config)
+        Self::create_on(super::create_pool(config)?, config)
     }
 
     /// Build an empty engine on a freshly formatted pool.
     pub fn create_on(pool: Pool<B>, config: &EngineConfig) -> Result<Self> {
-        if pool.catalog_root().is_some() {
-            return Err(Error::InvalidConfig(format!(
-                "{}: pool already holds a catalog; open it instead",
-                pool.path().display()
-            )));
-        }
+        super::require_no_catalog(&pool)?;
         let page = pool.page_size();
         let count = config.nvcaracal_log_bytes.div_ceil(page).max(1);
         if layout::META_LOG_IDS + count * 8 > page {

@@ -66,7 +66,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::sched::Mutex;
-use zen_pmem::{CounterSnapshot, Marker, PageOwner, PmemBackend, Pool, PoolOptions, SYSTEM_THREAD};
+use zen_pmem::{CounterSnapshot, Marker, PageOwner, PmemBackend, Pool, SYSTEM_THREAD};
 
 use super::occ::{Core, OccEngine, Store, Table, Tables, WriteItem, dram_budget_bytes, tid};
 use super::{BACKGROUND_THREAD, backend_options, volatile_thread, worker_thread};
@@ -119,24 +119,13 @@ pub struct WblLocal {
 impl<B: PmemBackend> WblEngine<B> {
     /// Create a new pool per `config` and an empty engine on it.
     pub fn create(config: &EngineConfig) -> Result<Self> {
-        config.validate()?;
-        let pool = Pool::<B>::create(
-            &backend_options(config),
-            config.pool_size_bytes,
-            &PoolOptions { page_size: config.page_size_bytes, features: 0 },
-        )?;
-        Self::create_on(pool, config)
+        Self::create_on(super::create_pool(config)?, config)
     }
 
     /// Build an empty engine on a freshly formatted pool: meta page with the
     /// first record (cp 0, cd one window ahead), then the catalog.
     pub fn create_on(pool: Pool<B>, config: &EngineConfig) -> Result<Self> {
-        if pool.catalog_root().is_some() {
-            return Err(Error::InvalidConfig(format!(
-                "{}: pool already holds a catalog; open it instead",
-                pool.path().display()
-            )));
-        }
+        super::require_no_catalog(&pool)?;
         let meta_page = pool.allocate_page(SYSTEM_THREAD, PageOwner::SYSTEM)?;
         let base = pool.page_offset(meta_page);
         let first = WblRecord { seq: 1, cp: 0, cd: DIRTY_WINDOW };

@@ -351,9 +351,16 @@ impl CacheRegion {
             return;
         }
         let steps = (2 * n as usize).min(8 * max + 64);
+        /// Entries ahead of the hand whose lines are requested early.
+        const AHEAD: u32 = 8;
+        let mut next = s.hand % n;
         for _ in 0..steps {
-            let index = s.hand % n;
-            s.hand = s.hand.wrapping_add(1);
+            let index = next;
+            next = if index + 1 < n { index + 1 } else { 0 };
+            s.hand = next;
+            if index + AHEAD < n {
+                zen_pmem::cpu::prefetch(self.entry(index + AHEAD));
+            }
             let e = self.entry(index);
             if e.record.load(Ordering::Acquire) == 0 {
                 continue;

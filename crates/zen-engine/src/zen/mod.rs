@@ -320,13 +320,24 @@ impl<B: PmemBackend> Shared<B> {
                 }
             })
             .collect();
-        let shares = cache_plan::plan(self.cache_budget_bytes, MIN_CACHE_ENTRIES, &demands);
+        // The minimum covers one worker's transactions (f_i is per
+        // transaction), so it is reserved in every registered region.
+        let workers = self.registered_workers();
+        let per_worker = |d: &cache_plan::TableDemand| d.min_share(MIN_CACHE_ENTRIES);
+        let demands_all: Vec<cache_plan::TableDemand> = demands
+            .iter()
+            .map(|d| cache_plan::TableDemand {
+                accesses_per_txn: d.accesses_per_txn * workers as f64,
+                ..*d
+            })
+            .collect();
+        let shares =
+            cache_plan::plan(self.cache_budget_bytes, MIN_CACHE_ENTRIES * workers, &demands_all);
         // A table's share is split between the workers registered now: the
         // regions of idle worker slots get nothing.
-        let workers = self.registered_workers();
-        for (t, share) in tables.iter().zip(shares) {
+        for ((t, share), d) in tables.iter().zip(shares).zip(&demands) {
             let cap = u64::from(t.caches[0].capacity() / 2);
-            let per_region = (share / workers).max(MIN_CACHE_ENTRIES).min(cap);
+            let per_region = (share / workers).max(per_worker(d)).min(cap);
             t.cache_limit.store(u32::try_from(per_region).unwrap_or(u32::MAX), Ordering::Relaxed);
         }
     }

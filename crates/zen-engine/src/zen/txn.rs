@@ -290,6 +290,9 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             };
             let region = &t.caches[w];
             let e = region.entry(idx);
+            // The entry and its row are both misses for a cold entry: start
+            // the row's load now so that the two overlap.
+            zen_pmem::cpu::prefetch(&region.data(idx)[0]);
             e.touch(self.begin_ts);
             let t1 = e.cc[0].load(Ordering::Acquire);
             if t1 & (silo::LOCK | silo::OBSOLETE) != 0 {
@@ -372,14 +375,20 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
     /// entries that are still waiting. Keeping the entries in use at the share
     /// is what keeps that reserve: a region that let them grow to its capacity
     /// would find every reusable entry still waiting and refuse transactions.
+    ///
+    /// At the share, one call evicts a batch (1/32 of the share, 1 to 64
+    /// entries) rather than the one entry it needs: the hand's pass and its
+    /// clock stamp then serve the next misses too. Evicting one victim per
+    /// miss walked 17 candidates or more for each (9 % of zen's TPC-C time).
     fn allocate_entry(&mut self, t: &Table) -> Result<u32> {
-        const EVICT_BATCH: usize = 64;
+        const EVICT_BATCH: u32 = 64;
         let region = &t.caches[self.id];
         region.drain_retire_inbox(|| self.s.clock.now());
         let limit = t.cache_limit.load(Ordering::Relaxed);
         let used = region.used();
         if used >= limit {
-            self.evict(t, ((used + 1 - limit) as usize).min(EVICT_BATCH));
+            let batch = (limit / 32).clamp(1, EVICT_BATCH);
+            self.evict(t, (used - limit + batch).min(EVICT_BATCH) as usize);
         }
         for _ in 0..4 {
             if let Alloc::Entry(idx) = region.allocate(|| self.s.watermark()) {
@@ -411,66 +420,81 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             .any(|t| self.evict(t, 16) > 0)
     }
 
-    /// CLOCK over this worker's region of `t`: retire up to `want` victims.
-    /// Some candidates cannot go (active, locked, a version still visible),
-    /// so the hand offers a few more than wanted.
+    /// CLOCK over this worker's region of `t`: retire about `want` victims.
+    ///
+    /// The hand offers as many candidates as are still wanted, and every one
+    /// that can go goes. Some cannot (active, locked, a version still
+    /// visible): the hand is asked again for the rest, `EVICT_ROUNDS` times
+    /// at most. (It used to offer 16 more than wanted and drop the surplus:
+    /// the hand then walked ~44 entries per eviction on TPC-C, half of them
+    /// candidates it skipped until its next round.)
     fn evict(&mut self, t: &Table, want: usize) -> usize {
+        const EVICT_ROUNDS: usize = 4;
         let region = &t.caches[self.id];
         let mut victims = std::mem::take(&mut self.victims);
-        victims.clear();
-        region.clock_candidates(want + 16, &mut victims);
         let watermark = self.s.watermark();
         let mut evicted = 0;
         // One retire stamp per batch (C4), drawn at the first victim.
         let mut stamp = None;
-        for &idx in &victims {
+        for _ in 0..EVICT_ROUNDS {
             if evicted >= want {
                 break;
             }
-            let e = region.entry(idx);
-            let record = e.record.load(Ordering::Acquire);
-            if record == 0 || e.touch_ts.load(Ordering::Acquire) >= watermark {
-                continue;
+            victims.clear();
+            region.clock_candidates(want - evicted, &mut victims);
+            if victims.is_empty() {
+                break;
             }
-            if e.flags.load(Ordering::Acquire) & FLAG_COPY != 0 {
+            for &idx in &victims {
+                let e = region.entry(idx);
+                let record = e.record.load(Ordering::Acquire);
+                if record == 0 || e.touch_ts.load(Ordering::Acquire) >= watermark {
+                    continue;
+                }
+                if e.flags.load(Ordering::Acquire) & FLAG_COPY != 0 {
+                    e.record.store(0, Ordering::Release);
+                    e.flags.store(0, Ordering::Relaxed);
+                    region
+                        .retire(idx, *stamp.get_or_insert_with(|| self.s.clock.now_and_advance()));
+                    evicted += 1;
+                    continue;
+                }
+                let locw = t.records.loc(record - 1);
+                let is_head = locw.load(Ordering::Acquire) == loc_cached(self.id, idx);
+                if P::MULTI_VERSION {
+                    if !is_head {
+                        evicted += usize::from(self.evict_old_version(t, idx, watermark));
+                        continue;
+                    }
+                    if silo::cts_of(e.cc[0].load(Ordering::Acquire)) >= watermark {
+                        continue;
+                    }
+                    self.cut_chain(t, e);
+                }
+                if P::LOCKING.is_some() && !self.claim_for_eviction(e) {
+                    continue;
+                }
+                let Some(prev) = silo::try_lock(&e.cc[0]) else {
+                    self.unclaim(e);
+                    continue;
+                };
+                if locw.load(Ordering::Acquire) != loc_cached(self.id, idx) {
+                    silo::unlock(&e.cc[0], prev);
+                    self.unclaim(e);
+                    continue;
+                }
+                let home = if prev & silo::ABSENT != 0 {
+                    LOC_EMPTY
+                } else {
+                    e.slot.load(Ordering::Acquire)
+                };
+                locw.store(home, Ordering::Release);
+                e.cc[0].store(silo::OBSOLETE | (prev & !silo::LOCK), Ordering::Release);
                 e.record.store(0, Ordering::Release);
-                e.flags.store(0, Ordering::Relaxed);
                 region.retire(idx, *stamp.get_or_insert_with(|| self.s.clock.now_and_advance()));
+                self.stats.evictions += 1;
                 evicted += 1;
-                continue;
             }
-            let locw = t.records.loc(record - 1);
-            let is_head = locw.load(Ordering::Acquire) == loc_cached(self.id, idx);
-            if P::MULTI_VERSION {
-                if !is_head {
-                    evicted += usize::from(self.evict_old_version(t, idx, watermark));
-                    continue;
-                }
-                if silo::cts_of(e.cc[0].load(Ordering::Acquire)) >= watermark {
-                    continue;
-                }
-                self.cut_chain(t, e);
-            }
-            if P::LOCKING.is_some() && !self.claim_for_eviction(e) {
-                continue;
-            }
-            let Some(prev) = silo::try_lock(&e.cc[0]) else {
-                self.unclaim(e);
-                continue;
-            };
-            if locw.load(Ordering::Acquire) != loc_cached(self.id, idx) {
-                silo::unlock(&e.cc[0], prev);
-                self.unclaim(e);
-                continue;
-            }
-            let home =
-                if prev & silo::ABSENT != 0 { LOC_EMPTY } else { e.slot.load(Ordering::Acquire) };
-            locw.store(home, Ordering::Release);
-            e.cc[0].store(silo::OBSOLETE | (prev & !silo::LOCK), Ordering::Release);
-            e.record.store(0, Ordering::Release);
-            region.retire(idx, *stamp.get_or_insert_with(|| self.s.clock.now_and_advance()));
-            self.stats.evictions += 1;
-            evicted += 1;
         }
         self.victims = victims;
         evicted

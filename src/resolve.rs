@@ -76,8 +76,9 @@ pub fn engine_kind(text: &str) -> CliResult<EngineKind> {
 }
 
 pub fn cc_kind(text: &str) -> CliResult<CcKind> {
-    CcKind::parse(text)
-        .ok_or_else(|| bad("--cc", text, &format!("one of {}", names(&CcKind::ALL, CcKind::name))))
+    CcKind::parse(text).ok_or_else(|| {
+        bad("--cc", text, &format!("one of {}", names(&CcKind::EVERY, CcKind::name)))
+    })
 }
 
 pub fn backend(text: &str) -> CliResult<BackendKind> {

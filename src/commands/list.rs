@@ -23,7 +23,7 @@ const WORKLOADS: [(&str, &str); 3] = [
 pub fn list(args: &ListArgs) -> CliResult {
     let rows: Vec<(&str, &str)> = match args.what {
         ListWhat::Engines => EngineKind::ALL.iter().map(|k| (k.name(), k.describe())).collect(),
-        ListWhat::Cc => CcKind::ALL.iter().map(|k| (k.name(), k.describe())).collect(),
+        ListWhat::Cc => CcKind::EVERY.iter().map(|k| (k.name(), k.describe())).collect(),
         ListWhat::Workloads => WORKLOADS.to_vec(),
     };
     for (name, description) in rows {

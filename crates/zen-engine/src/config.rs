@@ -84,7 +84,9 @@ impl EngineKind {
     }
 }
 
-/// Concurrency-control protocols (the ten of Zen+ §5.4).
+/// Concurrency-control protocols: the ten of Zen+ §5.4 (`CcKind::ALL`, the
+/// ones Zen runs) and single-version timestamp ordering (`To`, which only
+/// the baselines' OCC core runs, for Falcon §5.2.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CcKind {
@@ -98,9 +100,11 @@ pub enum CcKind {
     Hekaton,
     Cicada,
     Hstore,
+    To,
 }
 
 impl CcKind {
+    /// The ten protocols of Zen+ §5.4 (every one Zen runs).
     pub const ALL: [CcKind; 10] = [
         CcKind::NoWait,
         CcKind::WaitDie,
@@ -112,6 +116,20 @@ impl CcKind {
         CcKind::Hekaton,
         CcKind::Cicada,
         CcKind::Hstore,
+    ];
+    /// Every protocol `--cc` names: `ALL` and the baselines' `To`.
+    pub const EVERY: [CcKind; 11] = [
+        CcKind::NoWait,
+        CcKind::WaitDie,
+        CcKind::DlDetect,
+        CcKind::Occ,
+        CcKind::Silo,
+        CcKind::Tictoc,
+        CcKind::Mvcc,
+        CcKind::Hekaton,
+        CcKind::Cicada,
+        CcKind::Hstore,
+        CcKind::To,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -125,10 +143,11 @@ impl CcKind {
             CcKind::Hekaton => "hekaton",
             CcKind::Cicada => "cicada",
             CcKind::Hstore => "hstore",
+            CcKind::To => "to",
         }
     }
     pub fn parse(s: &str) -> Option<CcKind> {
-        CcKind::ALL.into_iter().find(|k| k.name() == s)
+        CcKind::EVERY.into_iter().find(|k| k.name() == s)
     }
     /// One line: family and guarantees.
     pub fn describe(self) -> &'static str {
@@ -161,6 +180,9 @@ impl CcKind {
                 "multi-version TO with per-worker clocks and early abort (Cicada): serializable"
             }
             CcKind::Hstore => "partition locks (H-Store): serializable; phantoms caught by re-scan",
+            CcKind::To => {
+                "single-version timestamp ordering (baselines only: falcon): serializable; phantom-safe (scan read timestamps)"
+            }
         }
     }
     /// Protocols that run Zen+ read-only snapshots and adaptive execution

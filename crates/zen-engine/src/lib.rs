@@ -77,6 +77,9 @@ fn open_zen<B: PmemBackend>(config: &EngineConfig) -> Result<Box<dyn Engine>> {
         CcKind::Hekaton => open_zen_with::<B, cc::Hekaton>(config),
         CcKind::Cicada => open_zen_with::<B, cc::Cicada>(config),
         CcKind::Hstore => open_zen_with::<B, cc::HStore>(config),
+        CcKind::To => Err(Error::InvalidConfig(
+            "--engine zen does not run --cc to (single-version TO is a baseline protocol)".into(),
+        )),
     }
 }
 

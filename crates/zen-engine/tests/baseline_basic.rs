@@ -209,14 +209,23 @@ fn configurations_that_make_no_sense_are_refused() {
     for kind in BASELINES {
         let c = config(kind, dir.path(), true);
         if kind == EngineKind::Falcon {
-            assert_eq!(kind.supported_cc(), &[CcKind::Silo, CcKind::NoWait, CcKind::Mvcc]);
+            let six = [
+                CcKind::Silo,
+                CcKind::NoWait,
+                CcKind::WaitDie,
+                CcKind::DlDetect,
+                CcKind::To,
+                CcKind::Mvcc,
+            ];
+            assert_eq!(kind.supported_cc(), &six);
             refused(
                 zen_engine::EngineConfig { cc: CcKind::Tictoc, ..c.clone() },
-                "supports: silo, no-wait, mvcc",
+                "supports: silo, no-wait, wait-die, dl-detect, to, mvcc",
             );
         } else {
             assert_eq!(kind.supported_cc(), &[CcKind::Silo]);
             refused(zen_engine::EngineConfig { cc: CcKind::Mvcc, ..c.clone() }, "supports: silo");
+            refused(zen_engine::EngineConfig { cc: CcKind::To, ..c.clone() }, "supports: silo");
         }
         refused(
             zen_engine::EngineConfig { fault: Some(Fault::NoFenceBeforeLp), ..c.clone() },
@@ -224,6 +233,11 @@ fn configurations_that_make_no_sense_are_refused() {
         );
     }
     assert_eq!(EngineKind::Zen.supported_cc(), &CcKind::ALL);
+    let zen_to = zen_engine::EngineConfig {
+        cc: CcKind::To,
+        ..config(EngineKind::Zen, dir.path(), true)
+    };
+    refused(zen_to, "--engine zen does not run --cc to");
     let wbl = config(EngineKind::Wbl, dir.path(), true);
     refused(
         zen_engine::EngineConfig {

@@ -186,3 +186,14 @@ fn falcon_bank_transfers_stay_serializable_under_no_wait_and_mvcc() {
     bank_with(EngineKind::Falcon, CcKind::NoWait, 3, Durability::Immediate);
     bank_with(EngineKind::Falcon, CcKind::Mvcc, 3, Durability::Immediate);
 }
+
+/// falcon's waiting 2PL variants and single-version TO: the auditor's scans
+/// wait for (wait-die, dl-detect) or abort on (TO: a row rewritten after the
+/// auditor's timestamp) the transfers' writes, and TO keeps deleted keys
+/// indexed for older scans while rekeys delete and insert.
+#[test]
+fn falcon_bank_transfers_stay_serializable_under_wait_die_dl_detect_and_to() {
+    bank_with(EngineKind::Falcon, CcKind::WaitDie, 3, Durability::Immediate);
+    bank_with(EngineKind::Falcon, CcKind::DlDetect, 3, Durability::Immediate);
+    bank_with(EngineKind::Falcon, CcKind::To, 3, Durability::Immediate);
+}

@@ -1,5 +1,5 @@
 //! Multi-worker crash campaigns with cross-worker reads, for every design
-//! that persists: Zen with each of the ten protocols, mmdb, wbl, falcon and nvcaracal; each in
+//! that persists: Zen with each of the ten protocols, mmdb, wbl, falcon with each of its six and nvcaracal; each in
 //! strict, paranoid and eADR modes (the one harness, `zen_workload::crash`).
 //!
 //! Per design:
@@ -128,4 +128,16 @@ fn falcon_no_wait() {
 #[test]
 fn falcon_mvcc() {
     design(EngineKind::Falcon, CcKind::Mvcc, 2);
+}
+#[test]
+fn falcon_to() {
+    design(EngineKind::Falcon, CcKind::To, 3);
+}
+#[test]
+fn falcon_wait_die() {
+    design(EngineKind::Falcon, CcKind::WaitDie, 3);
+}
+#[test]
+fn falcon_dl_detect() {
+    design(EngineKind::Falcon, CcKind::DlDetect, 4);
 }

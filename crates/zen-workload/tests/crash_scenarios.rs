@@ -428,10 +428,13 @@ fn falcon_crash_during_tombstone_reuse_and_reinsert() {
 }
 
 #[test]
-fn falcon_crash_with_two_workers_and_reuse_under_no_wait_and_mvcc() {
+fn falcon_crash_with_two_workers_and_reuse_under_no_wait_mvcc_and_to() {
     // falcon's other protocols (`occ/protocol.rs`): the persist path is
-    // Silo's, but MVCC keeps old versions in DRAM and commits with the
-    // timestamp drawn at begin, and no-wait holds 2PL locks to the end.
+    // Silo's, but MVCC and TO commit with the timestamp drawn at begin and
+    // keep deleted keys indexed until no transaction can read them (MVCC
+    // also keeps old versions in DRAM), and no-wait holds 2PL locks to the
+    // end (wait-die and dl-detect differ from it only in waiting:
+    // crash_multi_worker runs them).
     let mut reuse: Vec<Step> =
         (0..3).map(|i| vec![(0, 6, Some(i), false), (0, 3, Some(-i), false)]).collect();
     reuse.push(vec![(0, 3, None, false)]);
@@ -442,7 +445,7 @@ fn falcon_crash_with_two_workers_and_reuse_under_no_wait_and_mvcc() {
         Script { blobs: true, workers: two_workers(), ..Script::one("two-workers", vec![]) },
         Script { blobs: true, ..Script::one("reuse", reuse) },
     ];
-    for cc in [CcKind::NoWait, CcKind::Mvcc] {
+    for cc in [CcKind::NoWait, CcKind::Mvcc, CcKind::To] {
         for script in &scripts {
             baseline(EngineKind::Falcon, script, Budgets { paranoid: 6, ..BASELINE }, |c| {
                 c.cc = cc;

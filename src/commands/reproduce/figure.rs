@@ -315,7 +315,7 @@ fn validate(file: &Path, f: &Figure, planned: &Planned) -> Result<(), FigureErro
         if let Some(cc) = &s.cc
             && CcKind::parse(cc).is_none()
         {
-            let known: Vec<&str> = CcKind::ALL.iter().map(|k| k.name()).collect();
+            let known: Vec<&str> = CcKind::EVERY.iter().map(|k| k.name()).collect();
             return err(
                 &format!("series[{i}].cc"),
                 format!("unknown protocol `{cc}` (known: {})", known.join(", ")),

@@ -52,13 +52,14 @@
 //! records; (F3) free slots belong to no record; (F4) every record's slot
 //! lies on a slot boundary of a heap page of its table.
 //!
-//! PROTOCOLS: `--cc silo` (Falcon's OCC), `no-wait` (2PL) and `mvcc`
-//! (timestamp ordering, old versions in the core's DRAM version heap), all
-//! three in the OCC core (`occ/protocol.rs`); the persist path above is the
-//! same for each.
+//! PROTOCOLS (Falcon §5.2.1): `--cc silo` (Falcon's OCC), `no-wait` (its
+//! 2PL; `wait-die` and `dl-detect` too), `to` (single-version timestamp
+//! ordering) and `mvcc` (timestamp ordering, old versions in the core's
+//! DRAM version heap), all in the OCC core (`occ/protocol.rs`); the persist
+//! path above is the same for each.
 //!
 //! WHAT IT DOES NOT DO (and `docs/design/falcon.md` says why)
-//!   Falcon's TO and other 2PL variants (wait-die, dl-detect); no persistent index
+//!   MV2PL / MVOCC (the version heap serves MVCC, i.e. MVTO, only); no persistent index
 //!   (Falcon's default NVM index is Dash/NBTree in NVM; we implement its
 //!   "DRAM Index" variant); rows are written and logged whole (the API
 //!   updates whole rows; Falcon logs and writes the changed columns).

@@ -10,7 +10,7 @@
 //! | [`falcon`] | one slot per tuple in NVM, updated in place | a redo record in a small per-worker window (flushed under ADR only), then the tuples (selective write-back) | replay the windows, rebuild indexes |
 //!
 //! ideal, mmdb, wbl and falcon run on [`occ`], a Silo core in DRAM (falcon
-//! also with its no-wait and MVCC protocols, `occ/protocol.rs`); a design is
+//! also with 2PL, TO and MVCC protocols, `occ/protocol.rs`); a design is
 //! a [`occ::Store`]. nvcaracal runs its own deterministic epochs.
 //! Every NVM byte goes through `zen_pmem::Persister`, so bytes, flushes and
 //! fences are counted exactly as Zen's are.

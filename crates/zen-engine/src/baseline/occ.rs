@@ -42,9 +42,10 @@
 //!   key creates an absent placeholder record, so a later insert is detected.
 //!
 //! WHAT IT DOES NOT DO
-//!   Of `CcKind`, only Silo, no-wait and MVCC (`protocol.rs`; falcon enables
-//!   the last two, `EngineKind::supported_cc`); the others are Zen's (they
-//!   live on the Met-Cache). No epochs, no
+//!   Of `CcKind`, only Silo, the three 2PL variants, TO and MVCC
+//!   (`protocol.rs`; falcon enables all but Silo too,
+//!   `EngineKind::supported_cc`); the others are Zen's (they live on the
+//!   Met-Cache). No epochs, no
 //!   snapshot reads for read-only transactions, no record or index garbage
 //!   collection (deleted keys keep an absent record). Secondary-index lookups
 //!   are not validated (as in Zen).

@@ -126,6 +126,13 @@ pub fn registration(engine: EngineKind, protocol: CcKind) -> Result<Registration
         (EngineKind::Zen, CcKind::Hekaton) => Registration::zen::<cc::Hekaton>(),
         (EngineKind::Zen, CcKind::Cicada) => Registration::zen::<cc::Cicada>(),
         (EngineKind::Zen, CcKind::Hstore) => Registration::zen::<cc::HStore>(),
+        (EngineKind::Zen, CcKind::To) => {
+            return Err(ConfigError::OutOfRange {
+                flag: "--cc",
+                value: "to".into(),
+                allowed: "zen runs the ten protocols of Zen+ §5.4, not single-version TO".into(),
+            });
+        }
         (EngineKind::Mmdb, _) => Registration {
             kind: EngineKind::Mmdb,
             create: |pool, c| Ok(Box::new(MmdbEngine::create_on(pool, c)?)),

@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{Ordering, fence};
 
-use super::protocol::{Garbage, Mode};
+use super::protocol::Garbage;
 use super::tid;
 use super::txn::{OccWorker, ScanItem, WriteKind, backoff};
 use super::{Store, Tables};
@@ -20,7 +20,7 @@ const LOCK_SPINS: u32 = 64;
 
 impl<S: Store> OccWorker<'_, S> {
     pub(super) fn commit(&mut self) -> Result<CommitInfo> {
-        let versioned = self.core.mode == Mode::MultiVersion;
+        let versioned = self.core.protocol.timestamp_order;
         if self.writes.is_empty() {
             if !versioned {
                 self.validate()?;
@@ -83,7 +83,7 @@ impl<S: Store> OccWorker<'_, S> {
             .is_ok_and(|i| self.writes[i].locked.is_some())
     }
 
-    /// MVCC (`protocol.rs`, commit): with the write set locked, each head
+    /// TO / MVCC (`protocol.rs`, commit): with the write set locked, each head
     /// must be older than the transaction and unread by younger ones; an
     /// insert also needs the table unscanned by younger ones.
     fn check_timestamp_order(&self) -> Result<()> {
@@ -154,7 +154,8 @@ impl<S: Store> OccWorker<'_, S> {
     fn install(&mut self, cts: u64, tables: &Tables<S::TableExt>) {
         // The worker's row buffer holds old rows for the secondary indexes.
         let mut old = std::mem::take(&mut self.row_buf);
-        let versioned = self.core.mode == Mode::MultiVersion;
+        let versioned = self.core.protocol.timestamp_order;
+        let old_versions = self.core.protocol.old_versions;
         for i in 0..self.writes.len() {
             let w = self.writes[i];
             let t = &tables[w.table as usize];
@@ -162,17 +163,20 @@ impl<S: Store> OccWorker<'_, S> {
             let new_row = (w.kind != WriteKind::Delete)
                 .then(|| &self.data[w.data_at..w.data_at + t.row_bytes]);
             let had_old = !tid::is_absent(prev);
-            if had_old && (versioned || !t.secondary.is_empty()) {
+            if had_old && (old_versions || !t.secondary.is_empty()) {
                 old.resize(t.row_bytes, 0);
                 S::read_row(self.core, &mut self.local, t, w.rid, prev, &mut old);
             }
             if !t.secondary.is_empty() {
                 t.maintain_secondary(w.key, had_old.then_some(&old[..]), new_row);
             }
-            if versioned {
+            if old_versions {
                 // Before the new head is published (`protocol.rs`, install).
                 let row = had_old.then_some(&old[..]);
                 self.core.versions.push(w.table, w.rid, tid::cts_of(prev), cts, row);
+            }
+            if old_versions || (versioned && w.deleted()) {
+                // TO queues deletions only: the key leaves the index later.
                 let key = w.key;
                 self.garbage.push_back(Garbage { table: w.table, rid: w.rid, key, until: cts });
             }

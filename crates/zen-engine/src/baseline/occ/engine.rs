@@ -9,7 +9,7 @@
 //! Invariants of a quiescent engine, checked by `check_invariants` before the
 //! store's own: (O1) no record is locked; (O2) no two keys share a record;
 //! (O3) each secondary index holds exactly the entries of the live rows;
-//! (O4) under no-wait, no 2PL lock is held.
+//! (O4) under 2PL, no lock is held.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 use crate::sched::{Mutex, RwLock};
 use zen_pmem::CounterSnapshot;
 
-use super::protocol::{Mode, VersionHeap};
+use super::protocol::{Protocol, VersionHeap};
 use super::table::Table;
 use super::txn::OccWorker;
 use super::{Store, tid};
@@ -46,10 +46,15 @@ pub struct Core<S: Store> {
     pub recovery: Option<RecoveryReport>,
     stop: AtomicBool,
     /// The protocol (`protocol.rs`).
-    pub mode: Mode,
-    /// MVCC: per worker, a bound below its running transaction's timestamp
-    /// (`u64::MAX` when idle).
+    pub protocol: Protocol,
+    /// TO / MVCC: per worker, a bound below its running transaction's
+    /// timestamp (`u64::MAX` when idle).
     active: Box<[AtomicU64]>,
+    /// wait-die: per worker, the priority of its transaction (smaller is
+    /// older; `u64::MAX` when idle).
+    pub lock_priority: Box<[AtomicU64]>,
+    /// dl-detect: per worker, the workers it waits for (a bitmap).
+    pub waits_for: Mutex<Vec<u64>>,
     /// MVCC: old versions (`protocol.rs`).
     pub versions: VersionHeap,
 }
@@ -80,24 +85,26 @@ impl<S: Store> Core<S> {
             workers_in_use: Mutex::new(vec![false; config.max_workers]),
             recovery,
             stop: AtomicBool::new(false),
-            mode: Mode::of(config.cc).unwrap_or(Mode::Optimistic),
+            protocol: Protocol::of(config.cc).unwrap_or(Protocol::SILO),
             active: (0..config.max_workers).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            lock_priority: (0..config.max_workers).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            waits_for: Mutex::new(vec![0; config.max_workers]),
             versions: VersionHeap::default(),
         }
     }
 
-    /// MVCC: publish worker `id` as active, then draw its timestamp.
+    /// TO / MVCC: publish worker `id` as active, then draw its timestamp.
     pub(super) fn begin_versioned(&self, id: usize) -> u64 {
         self.active[id].store(self.clock.now(), Ordering::SeqCst);
         self.clock.next(id)
     }
 
-    /// MVCC: worker `id` runs no transaction.
+    /// TO / MVCC: worker `id` runs no transaction.
     pub(super) fn end_versioned(&self, id: usize) {
         self.active[id].store(u64::MAX, Ordering::Release);
     }
 
-    /// MVCC: no running or future transaction has a timestamp below this.
+    /// TO / MVCC: no running or future transaction has a timestamp below this.
     pub(super) fn min_active(&self) -> u64 {
         let now = self.clock.now();
         self.active.iter().map(|a| a.load(Ordering::SeqCst)).fold(now, u64::min)
@@ -163,8 +170,8 @@ impl<S: Store> Core<S> {
                 if tid::is_locked(word) {
                     return Err(corrupt(format!("key {key}: record locked in a quiescent engine")));
                 }
-                if t.records.get(rid).cc.load(Ordering::Acquire) != 0 && self.mode == Mode::Locking
-                {
+                let locking = self.protocol.locking.is_some();
+                if locking && t.records.get(rid).cc.load(Ordering::Acquire) != 0 {
                     return Err(corrupt(format!("key {key}: 2PL lock held in a quiescent engine")));
                 }
                 if tid::is_absent(word) || t.secondary.is_empty() {

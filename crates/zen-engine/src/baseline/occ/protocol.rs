@@ -1,135 +1,207 @@
-//! The protocols of the OCC core beyond Silo: strict two-phase locking
-//! (no-wait) and multi-version timestamp ordering with old versions in a
-//! DRAM version heap. Which one a core runs is `EngineConfig::cc`, checked
-//! against `EngineKind::supported_cc` (falcon runs all three; ideal, mmdb
-//! and wbl only Silo). The persist path is the same for all three: a store
+//! The protocols of the OCC core: Silo, strict two-phase locking (no-wait,
+//! wait-die, dl-detect), single-version timestamp ordering (TO) and
+//! multi-version timestamp ordering (MVCC, old versions in a DRAM version
+//! heap). Which one a core runs is `EngineConfig::cc`, checked against
+//! `EngineKind::supported_cc` (falcon runs all six, Falcon §5.2.1; ideal,
+//! mmdb and wbl only Silo). The persist path is the same for all: a store
 //! never sees which protocol decided the commit.
+//!
+//! THE SEAM. A protocol is a [`Protocol`] value: its answers to the three
+//! questions in which the core's protocols differ (does it lock, and what
+//! does it do on a lock conflict; does it order transactions by a timestamp
+//! drawn at begin; does it keep superseded versions for older readers). The
+//! core's code paths (`txn.rs`, `commit.rs`) branch on those answers only,
+//! never on the protocol's name. A protocol whose differences fit them is a
+//! constant here plus one line of [`PROTOCOLS`] (that line is its
+//! registration: `EngineKind::supported_cc` of falcon is derived from it).
+//! One that needs a new kind of read, lock or version store adds a field
+//! and the core code behind it, as TO's abort-instead-of-old-version did
+//! (`old_versions`).
+//!
+//! ```text
+//!   protocol   locking             timestamp_order  old_versions
+//!   silo       -                   no               -
+//!   no-wait    abort on conflict   no               -
+//!   wait-die   older waits         no               -
+//!   dl-detect  waits-for graph     no               -
+//!   to         -                   yes              no (an older read aborts)
+//!   mvcc       -                   yes              yes (DRAM version heap)
+//! ```
 //!
 //! THE RECORD'S `cc` WORD (`table.rs`)
 //! ```text
-//!   no-wait   bits 0..62 = shared holders (one bit per worker),
+//!   2PL       bits 0..62 = shared holders (one bit per worker),
 //!             bit 63 = exclusive (same encoding as Zen's, `cc/two_phase.rs`)
-//!   mvcc      rts: the largest timestamp of a transaction that read the
+//!   TO, MVCC  rts: the largest timestamp of a transaction that read the
 //!             record's current version (the head)
 //! ```
 //!
-//! NO-WAIT (strict 2PL, Bernstein et al.; DBx1000's NO_WAIT)
+//! 2PL (strict, Bernstein et al.; DBx1000's NO_WAIT, WAIT_DIE, DL_DETECT)
 //!   read      shared lock, then the stable read of `txn.rs`
 //!   write     exclusive lock at `get_for_update` / `update` / `delete` /
 //!             `insert` (an upgrade when the worker is the only holder)
-//!   conflict  abort at once (`WriteLocked`): no waits, so no deadlocks
+//!   conflict  no-wait: abort at once (`WriteLocked`). wait-die: wait if
+//!             older (smaller priority, drawn from the clock at begin and
+//!             kept by a transaction that died, so it ages) than every
+//!             holder, else abort (`Deadlock`). dl-detect: record the holders
+//!             in the core's waits-for graph; abort (`Deadlock`) if that
+//!             closes a cycle through the requester, else wait. Every wait
+//!             is bounded (`LockTimeout`).
 //!   commit    Silo's commit skeleton: TID locks (uncontended: the worker
 //!             holds every written record exclusively), read validation
 //!             (always passes), the commit-time re-scan of every scanned
 //!             range (phantoms: gaps are not locked), persist, install; the
 //!             2PL locks are released after install (or after the abort)
 //!
-//! MVCC (multi-version timestamp ordering, as Zen's `cc/mvcc.rs`)
+//! TIMESTAMP ORDERING (TO and MVCC; MVCC as Zen's `cc/mvcc.rs`)
 //! ```text
 //!   record.tid ─▶ head: the version in the store (falcon: the NVM slot), wts = cts
-//!   version heap (DRAM, per (table, rid)):  [wts 12 until 30] [wts 30 until 40]
-//!   reader T=35 reads wts 30 from the heap; T=45 reads the head, rts := 45
+//!   version heap (MVCC, DRAM, per (table, rid)):  [wts 12 until 30] [wts 30 until 40]
+//!   reader T=35 reads wts 30 from the heap (TO: aborts); T=45 reads the head, rts := 45
 //!
 //!   begin     T = a fresh timestamp, after publishing the worker as active
 //!             (`Core::min_active` never passes T); T is the Tx-CTS
 //!   read      head unlocked with wts ≤ T: raise its rts to T, SeqCst fence,
 //!             re-check the head (a writer locks the head, fences, reads the
-//!             rts: one of the two sees the other); head newer than T: the
-//!             newest version of the heap with wts ≤ T; head locked (a
-//!             committer, or an inserter until it ends): wait (bounded)
+//!             rts: one of the two sees the other); head newer than T: MVCC
+//!             reads the newest version of the heap with wts ≤ T, TO aborts
+//!             (`TimestampOrder`: the version T should read is gone); head
+//!             locked (a committer, or an inserter until it ends): wait
+//!             (bounded)
 //!   scan      the table's `scan_rts` is raised to T before the index is
 //!             walked; every key met is read as above (deleted keys stay in
-//!             the ordered index until no transaction can see them)
+//!             the ordered index until no transaction can see them, so an
+//!             older scan meets the deletion and reads or aborts)
 //!   commit    lock the write set (TID words), SeqCst fence; each head must
 //!             have wts < T and rts ≤ T, an insert also `scan_rts` ≤ T,
 //!             else `TimestampOrder`; no read or scan validation; persist
-//!             with cts = T; install: the old head (row, or its absence) is
-//!             copied into the version heap *before* the new TID is
+//!             with cts = T; install: MVCC copies the old head (row, or its
+//!             absence) into the version heap *before* the new TID is
 //!             published, so a reader that sees the new head finds it
-//!   gc        each superseded version is queued by its writer with the
-//!             cts that superseded it; once `min_active` reaches that cts
-//!             nobody can read it and it is dropped; a deleted key whose
-//!             deletion is that old leaves the ordered index
+//!   gc        each superseded version (TO: each deletion) is queued by its
+//!             writer with the cts that superseded it; once `min_active`
+//!             reaches that cts nobody can read it and it is dropped; a
+//!             deleted key whose deletion is that old leaves the ordered
+//!             index
 //! ```
 //!
 //! GUARANTEES
-//!   Both serializable (Hermitage and the randomized serializability checker
-//!   run falcon with each). No-wait is strict; MVCC never shows an
-//!   uncommitted version (installs follow the commit decision). MVCC's
-//!   `scan_rts` is per table, so it is conservative: an insert by a
-//!   transaction older than any scan of the table aborts.
+//!   All serializable (Hermitage and the randomized serializability checker
+//!   run falcon with each). 2PL is strict; TO and MVCC never show an
+//!   uncommitted version (installs follow the commit decision). `scan_rts`
+//!   is per table, so it is conservative: an insert by a transaction older
+//!   than any scan of the table aborts.
 //!
 //! WHAT IT DOES NOT DO
-//!   No wait-die / dl-detect (no lock waits at all), no snapshot reads for
-//!   read-only transactions beyond MVCC's own, no version inlining.
+//!   No snapshot reads for read-only transactions beyond MVCC's own, no
+//!   version inlining, no Thomas write rule in TO (a write older than the
+//!   head aborts), no MV2PL / MVOCC (Falcon §5.2.1 combines its version
+//!   heap with 2PL and OCC too; here only with TO).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use crate::cc::Deadlock;
 use crate::cc::two_phase::EXCLUSIVE;
 use crate::config::CcKind;
 use crate::sched::Mutex;
 
-/// How a core decides commits (from `EngineConfig::cc`).
+/// A protocol of the OCC core: its answers to the questions in which the
+/// core's protocols differ (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Silo.
-    Optimistic,
-    /// Strict 2PL, no-wait.
-    Locking,
-    /// Multi-version timestamp ordering.
-    MultiVersion,
+pub struct Protocol {
+    pub kind: CcKind,
+    /// Strict 2PL: reads take shared locks, writes exclusive ones, held to
+    /// the end; what a conflict does.
+    pub locking: Option<Deadlock>,
+    /// The transaction's timestamp T is drawn at begin and is its cts;
+    /// reads raise the record's rts, commit checks each written head
+    /// against T instead of validating reads.
+    pub timestamp_order: bool,
+    /// (With `timestamp_order`.) Superseded versions stay in the DRAM
+    /// version heap, where a reader older than the head finds them; without
+    /// it that reader aborts.
+    pub old_versions: bool,
 }
 
-impl Mode {
-    /// The mode of a protocol the core runs; `None` for the others.
-    pub fn of(cc: CcKind) -> Option<Mode> {
-        match cc {
-            CcKind::Silo => Some(Mode::Optimistic),
-            CcKind::NoWait => Some(Mode::Locking),
-            CcKind::Mvcc => Some(Mode::MultiVersion),
-            _ => None,
-        }
+impl Protocol {
+    pub const SILO: Protocol =
+        Protocol { kind: CcKind::Silo, locking: None, timestamp_order: false, old_versions: false };
+    pub const NO_WAIT: Protocol = Protocol::two_phase(CcKind::NoWait, Deadlock::NoWait);
+    pub const WAIT_DIE: Protocol = Protocol::two_phase(CcKind::WaitDie, Deadlock::WaitDie);
+    pub const DL_DETECT: Protocol = Protocol::two_phase(CcKind::DlDetect, Deadlock::Detect);
+    pub const TO: Protocol =
+        Protocol { kind: CcKind::To, locking: None, timestamp_order: true, old_versions: false };
+    pub const MVCC: Protocol =
+        Protocol { kind: CcKind::Mvcc, locking: None, timestamp_order: true, old_versions: true };
+
+    const fn two_phase(kind: CcKind, policy: Deadlock) -> Protocol {
+        Protocol { kind, locking: Some(policy), timestamp_order: false, old_versions: false }
+    }
+
+    /// The protocol of `cc`, if the core runs it.
+    pub fn of(cc: CcKind) -> Option<Protocol> {
+        PROTOCOLS.into_iter().find(|p| p.kind == cc)
     }
 }
 
-/// The protocols the OCC core runs (`EngineKind::supported_cc` of falcon).
-pub const CORE_PROTOCOLS: [CcKind; 3] = [CcKind::Silo, CcKind::NoWait, CcKind::Mvcc];
+/// The protocols the OCC core runs: one line each.
+pub const PROTOCOLS: [Protocol; 6] = [
+    Protocol::SILO,
+    Protocol::NO_WAIT,
+    Protocol::WAIT_DIE,
+    Protocol::DL_DETECT,
+    Protocol::TO,
+    Protocol::MVCC,
+];
 
-/// Take (or keep) a shared lock for worker `me`; false on a conflict.
-pub fn lock_shared(word: &AtomicU64, me: usize) -> bool {
+/// Their `CcKind`s (`EngineKind::supported_cc` of falcon).
+pub const CORE_PROTOCOLS: [CcKind; PROTOCOLS.len()] = {
+    let mut kinds = [CcKind::Silo; PROTOCOLS.len()];
+    let mut i = 0;
+    while i < kinds.len() {
+        kinds[i] = PROTOCOLS[i].kind;
+        i += 1;
+    }
+    kinds
+};
+
+/// Take (or keep) a shared lock for worker `me`; on a conflict, `Err` with
+/// the other holders (a bitmap of workers).
+pub fn lock_shared(word: &AtomicU64, me: usize) -> Result<(), u64> {
     let bit = 1u64 << me;
     loop {
         crate::sched::point();
         let cur = word.load(Ordering::Acquire);
         if cur & bit != 0 {
-            return true;
+            return Ok(());
         }
         if cur & EXCLUSIVE != 0 {
-            return false;
+            return Err(cur & !EXCLUSIVE);
         }
         if word.compare_exchange(cur, cur | bit, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-            return true;
+            return Ok(());
         }
     }
 }
 
-/// Take (or upgrade to) the exclusive lock for worker `me`; false when
-/// another worker holds the record in any mode.
-pub fn lock_exclusive(word: &AtomicU64, me: usize) -> bool {
+/// Take (or upgrade to) the exclusive lock for worker `me`; `Err` with the
+/// other holders when another worker holds the record in any mode.
+pub fn lock_exclusive(word: &AtomicU64, me: usize) -> Result<(), u64> {
     let bit = 1u64 << me;
     loop {
         crate::sched::point();
         let cur = word.load(Ordering::Acquire);
         if cur == EXCLUSIVE | bit {
-            return true;
+            return Ok(());
         }
-        if cur & !bit != 0 {
-            return false;
+        let others = cur & !EXCLUSIVE & !bit;
+        if others != 0 {
+            return Err(others);
         }
         if word.compare_exchange(cur, EXCLUSIVE | bit, Ordering::AcqRel, Ordering::Acquire).is_ok()
         {
-            return true;
+            return Ok(());
         }
     }
 }
@@ -264,15 +336,27 @@ mod tests {
     #[test]
     fn shared_locks_share_and_exclusive_excludes() {
         let w = AtomicU64::new(0);
-        assert!(lock_shared(&w, 0));
-        assert!(lock_shared(&w, 3));
-        assert!(!lock_exclusive(&w, 0), "another holder blocks the upgrade");
+        assert_eq!(lock_shared(&w, 0), Ok(()));
+        assert_eq!(lock_shared(&w, 3), Ok(()));
+        assert_eq!(lock_exclusive(&w, 0), Err(1 << 3), "another holder blocks the upgrade");
         unlock(&w, 3);
-        assert!(lock_exclusive(&w, 0), "sole holder upgrades");
-        assert!(!lock_shared(&w, 1));
-        assert!(lock_shared(&w, 0), "the exclusive holder may read");
+        assert_eq!(lock_exclusive(&w, 0), Ok(()), "sole holder upgrades");
+        assert_eq!(lock_shared(&w, 1), Err(1), "the exclusive holder is named");
+        assert_eq!(lock_shared(&w, 0), Ok(()), "the exclusive holder may read");
         unlock(&w, 0);
         assert_eq!(w.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn every_protocol_is_registered_once_and_answers_consistently() {
+        for (i, p) in PROTOCOLS.iter().enumerate() {
+            assert_eq!(CORE_PROTOCOLS[i], p.kind);
+            assert_eq!(Protocol::of(p.kind), Some(*p));
+            assert!(!p.old_versions || p.timestamp_order, "{:?}: versions need timestamps", p.kind);
+            assert!(p.locking.is_none() || !p.timestamp_order, "{:?}: locks or timestamps", p.kind);
+            assert_eq!(p.locking.is_some(), p.kind.is_locking(), "{:?}", p.kind);
+        }
+        assert_eq!(Protocol::of(CcKind::Tictoc), None);
     }
 
     #[test]

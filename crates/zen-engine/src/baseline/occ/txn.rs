@@ -13,9 +13,11 @@
 //! inserts of one key conflict at the second (`InsertConflict`); update and
 //! delete read the record first (so it is validated) and lock at commit.
 //!
-//! PROTOCOLS. Under no-wait, every read takes a shared 2PL lock first and
-//! every write an exclusive one (released in `end`); under MVCC, reads go to
-//! `read_version` at the transaction's timestamp (`protocol.rs`).
+//! PROTOCOLS (`protocol.rs`). Under 2PL, every read takes a shared lock
+//! first and every write an exclusive one (released in `end`), and a
+//! conflict waits or aborts by the protocol's policy (`lock_record`); under
+//! timestamp ordering (TO, MVCC), reads go to `read_version` at the
+//! transaction's timestamp.
 
 use std::collections::VecDeque;
 use std::ops::RangeInclusive;
@@ -25,7 +27,7 @@ use std::sync::atomic::{Ordering, fence};
 use zen_pmem::CounterSnapshot;
 
 use super::engine::Core;
-use super::protocol::{self, Garbage, Mode};
+use super::protocol::{self, Deadlock, Garbage};
 use super::table::Table;
 use super::{Store, hit_or_miss, tid};
 use crate::api::{
@@ -100,11 +102,14 @@ pub struct OccWorker<'e, S: Store> {
     pub(super) row_buf: Vec<u8>,
     /// The options of the explicit transaction open on this worker, if any.
     explicit: Option<TxnOptions>,
-    /// MVCC: the running transaction's timestamp (its Tx-CTS).
+    /// TO / MVCC: the running transaction's timestamp (its Tx-CTS).
     pub(super) ts: u64,
-    /// No-wait: the records whose 2PL lock this transaction holds.
+    /// 2PL: the records whose lock this transaction holds.
     held: Vec<(u32, u64)>,
-    /// MVCC: versions this worker superseded, oldest first.
+    /// wait-die: the priority of a transaction that died, for its retry.
+    kept_priority: Option<u64>,
+    /// TO / MVCC: versions (TO: deletions) this worker superseded, oldest
+    /// first.
     pub(super) garbage: VecDeque<Garbage>,
 }
 
@@ -128,6 +133,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
             explicit: None,
             ts: 0,
             held: Vec::new(),
+            kept_priority: None,
             garbage: VecDeque::new(),
         }
     }
@@ -138,8 +144,14 @@ impl<'e, S: Store> OccWorker<'e, S> {
             self.tables = self.core.tables();
             self.tables_version = version;
         }
-        if self.core.mode == Mode::MultiVersion {
+        let p = self.core.protocol;
+        if p.timestamp_order {
             self.ts = self.core.begin_versioned(self.id);
+        }
+        if p.locking == Some(Deadlock::WaitDie) {
+            let priority =
+                self.kept_priority.take().unwrap_or_else(|| self.core.clock.next(self.id));
+            self.core.lock_priority[self.id].store(priority, Ordering::Release);
         }
     }
 
@@ -152,15 +164,22 @@ impl<'e, S: Store> OccWorker<'e, S> {
         for (table, rid) in self.held.drain(..) {
             protocol::unlock(&self.tables[table as usize].records.get(rid).cc, self.id);
         }
-        if self.core.mode == Mode::MultiVersion {
+        match self.core.protocol.locking {
+            Some(Deadlock::WaitDie) => {
+                self.core.lock_priority[self.id].store(u64::MAX, Ordering::Release);
+            }
+            Some(Deadlock::Detect) => self.stop_waiting(),
+            _ => {}
+        }
+        if self.core.protocol.timestamp_order {
             self.core.end_versioned(self.id);
             self.collect_versions();
         }
     }
 
-    /// MVCC: drop the versions this worker superseded that no transaction
-    /// can read any more; a key deleted that long ago leaves the ordered
-    /// index (`protocol.rs`, gc).
+    /// TO / MVCC: drop the versions this worker superseded that no
+    /// transaction can read any more; a key deleted that long ago leaves the
+    /// ordered index (`protocol.rs`, gc).
     fn collect_versions(&mut self) {
         let Some(first) = self.garbage.front() else { return };
         let horizon = self.core.min_active();
@@ -192,40 +211,89 @@ impl<'e, S: Store> OccWorker<'e, S> {
         }
     }
 
-    /// No-wait: take the 2PL lock of (t, rid), shared or exclusive; a
-    /// conflict aborts at once.
+    /// 2PL: take the lock of (t, rid), shared or exclusive; a conflict
+    /// aborts or waits (bounded) by the protocol's policy.
     fn lock_record(&mut self, t: &Table<S::TableExt>, rid: u64, exclusive: bool) -> Result<()> {
         let word = &t.records.get(rid).cc;
         let held = word.load(Ordering::Acquire) & (1 << self.id) != 0;
-        let granted = if exclusive {
-            protocol::lock_exclusive(word, self.id)
-        } else {
-            protocol::lock_shared(word, self.id)
-        };
-        if !granted {
-            return Err(Error::Abort(AbortReason::WriteLocked));
+        for spin in 0..SPIN_LIMIT {
+            let granted = if exclusive {
+                protocol::lock_exclusive(word, self.id)
+            } else {
+                protocol::lock_shared(word, self.id)
+            };
+            match granted {
+                Ok(()) => {
+                    if spin > 0 {
+                        self.stop_waiting();
+                    }
+                    if !held {
+                        self.held.push((t.id.0, rid));
+                    }
+                    return Ok(());
+                }
+                Err(holders) => self.on_conflict(holders)?,
+            }
+            backoff(spin);
         }
-        if !held {
-            self.held.push((t.id.0, rid));
+        self.stop_waiting();
+        Err(Error::Abort(AbortReason::LockTimeout))
+    }
+
+    /// 2PL: a lock is held by `holders` (a bitmap of workers): `Ok` to wait,
+    /// or the abort the protocol's policy gives (`protocol.rs`, conflict).
+    fn on_conflict(&mut self, holders: u64) -> Result<()> {
+        match self.core.protocol.locking {
+            Some(Deadlock::WaitDie) => {
+                let mine = self.core.lock_priority[self.id].load(Ordering::Acquire);
+                let mut h = holders;
+                while h != 0 {
+                    let other = h.trailing_zeros() as usize;
+                    h &= h - 1;
+                    if self.core.lock_priority[other].load(Ordering::Acquire) < mine {
+                        self.kept_priority = Some(mine);
+                        return Err(Error::Abort(AbortReason::Deadlock));
+                    }
+                }
+                Ok(())
+            }
+            Some(Deadlock::Detect) => {
+                let mut graph = self.core.waits_for.lock();
+                graph[self.id] = holders;
+                if crate::cc::two_phase::has_cycle_through(&graph, self.id) {
+                    graph[self.id] = 0;
+                    return Err(Error::Abort(AbortReason::Deadlock));
+                }
+                Ok(())
+            }
+            Some(Deadlock::NoWait) | None => Err(Error::Abort(AbortReason::WriteLocked)),
         }
-        Ok(())
+    }
+
+    /// dl-detect: this worker waits for nobody (any other policy: no-op).
+    fn stop_waiting(&self) {
+        if self.core.protocol.locking == Some(Deadlock::Detect) {
+            self.core.waits_for.lock()[self.id] = 0;
+        }
     }
 
     /// A read under the core's protocol: the TID observed (`read_current`,
-    /// after a shared lock under no-wait; `read_version` under MVCC).
+    /// after a shared lock under 2PL; `read_version` under TO and MVCC).
     fn read_record(&mut self, t: &Table<S::TableExt>, rid: u64, out: &mut [u8]) -> Result<u64> {
-        match self.core.mode {
-            Mode::Optimistic => self.read_current(t, rid, out),
-            Mode::Locking => {
-                self.lock_record(t, rid, false)?;
-                self.read_current(t, rid, out)
-            }
-            Mode::MultiVersion => self.read_version(t, rid, out),
+        let p = self.core.protocol;
+        if p.timestamp_order {
+            return self.read_version(t, rid, out);
         }
+        if p.locking.is_some() {
+            self.lock_record(t, rid, false)?;
+        }
+        self.read_current(t, rid, out)
     }
 
-    /// MVCC: the version of `rid` visible at the transaction's timestamp
-    /// (`protocol.rs`, read); returns `tid::make(wts, absent)`.
+    /// TO / MVCC: the version of `rid` visible at the transaction's
+    /// timestamp (`protocol.rs`, read); returns `tid::make(wts, absent)`.
+    /// A head newer than the timestamp: MVCC reads the version heap, TO
+    /// aborts.
     fn read_version(&mut self, t: &Table<S::TableExt>, rid: u64, out: &mut [u8]) -> Result<u64> {
         let r = t.records.get(rid);
         let ts = self.ts;
@@ -236,6 +304,9 @@ impl<'e, S: Store> OccWorker<'e, S> {
                 continue;
             }
             if tid::cts_of(t1) > ts {
+                if !self.core.protocol.old_versions {
+                    return Err(Error::Abort(AbortReason::TimestampOrder));
+                }
                 let (wts, present) = self
                     .core
                     .versions
@@ -346,7 +417,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
         Self::check_row(t, out.len())?;
         self.check_access_limit()?;
         let rid = t.lookup_or_create(key).ok_or(Error::Abort(AbortReason::OutOfSpace))?;
-        if exclusive && self.core.mode == Mode::Locking {
+        if exclusive && self.core.protocol.locking.is_some() {
             self.lock_record(t, rid, true)?;
         }
         if let Some(i) = self.find_write(table.0, rid) {
@@ -406,7 +477,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
             }
             return Ok(());
         }
-        if self.core.mode == Mode::Locking {
+        if self.core.protocol.locking.is_some() {
             self.lock_record(t, rid, true)?;
         }
         // A record this transaction read already is not read again: acting
@@ -448,25 +519,25 @@ impl<'e, S: Store> OccWorker<'e, S> {
             self.set_row(i, row);
             return Ok(());
         }
-        match self.core.mode {
-            Mode::Optimistic => {}
-            Mode::Locking => self.lock_record(t, rid, true)?,
-            Mode::MultiVersion => {
-                // What the key holds at our timestamp decides "duplicate";
-                // a head newer than that cannot be superseded by us.
-                let mut scratch = std::mem::take(&mut self.row_buf);
-                scratch.resize(t.row_bytes, 0);
-                let observed = self.read_version(t, rid, &mut scratch);
-                self.row_buf = scratch;
-                let observed = observed?;
-                if !tid::is_absent(observed) {
-                    self.reads.push(ReadItem { table: table.0, rid, observed });
-                    return Err(duplicate());
-                }
-                let head = t.records.get(rid).tid.load(Ordering::Acquire);
-                if tid::cts_of(head) > self.ts {
-                    return Err(Error::Abort(AbortReason::TimestampOrder));
-                }
+        let p = self.core.protocol;
+        if p.locking.is_some() {
+            self.lock_record(t, rid, true)?;
+        }
+        if p.timestamp_order {
+            // What the key holds at our timestamp decides "duplicate"; a
+            // head newer than that cannot be superseded by us.
+            let mut scratch = std::mem::take(&mut self.row_buf);
+            scratch.resize(t.row_bytes, 0);
+            let observed = self.read_version(t, rid, &mut scratch);
+            self.row_buf = scratch;
+            let observed = observed?;
+            if !tid::is_absent(observed) {
+                self.reads.push(ReadItem { table: table.0, rid, observed });
+                return Err(duplicate());
+            }
+            let head = t.records.get(rid).tid.load(Ordering::Acquire);
+            if tid::cts_of(head) > self.ts {
+                return Err(Error::Abort(AbortReason::TimestampOrder));
             }
         }
         let word = &t.records.get(rid).tid;
@@ -526,7 +597,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
         f: &mut dyn FnMut(u64, &[u8]) -> bool,
         row: &mut [u8],
     ) -> Result<usize> {
-        if self.core.mode == Mode::MultiVersion {
+        if self.core.protocol.timestamp_order {
             protocol::raise(&t.scan_rts, self.ts);
         }
         let seen_at = self.seen.len();

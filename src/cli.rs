@@ -141,6 +141,19 @@ pub struct EngineArgs {
     /// falcon: tuples in each worker's hot-tuple LRU (default 256; 0 = none hot).
     #[arg(long)]
     pub falcon_hot_tuples: Option<usize>,
+    /// nvcaracal: batch append in the init phase, on (default) or off: each
+    /// thread appends its pending versions to a row in one locked merge
+    /// instead of one locked sorted insert per version.
+    #[arg(long)]
+    pub nvcaracal_batch_append: Option<String>,
+    /// nvcaracal: split-on-demand, on (default) or off: a row with many
+    /// pending versions in an epoch gets one version array per thread.
+    #[arg(long)]
+    pub nvcaracal_split_on_demand: Option<String>,
+    /// nvcaracal: DRAM budget of one epoch's transient versions, e.g. 256MiB
+    /// (default 1GiB); a larger epoch runs as several smaller ones.
+    #[arg(long)]
+    pub nvcaracal_dram_budget: Option<String>,
 }
 
 /// How the driver runs and reports.
@@ -236,8 +249,9 @@ pub struct BenchArgs {
     pub driver: DriverArgs,
     #[command(flatten)]
     pub params: WorkloadArgs,
-    /// nvcaracal with ycsb: one-shot transactions per epoch (default 1000).
-    /// Latency is measured from a batch's submission to its durable result.
+    /// A deterministic engine (nvcaracal) with ycsb or smallbank: one-shot
+    /// transactions per epoch (default 1000). Latency is measured from a
+    /// batch's submission to its durable result.
     #[arg(long)]
     pub epoch_size: Option<usize>,
 }

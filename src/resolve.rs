@@ -178,6 +178,16 @@ pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<Eng
         Some(s) => parse_size("--falcon-window", s)?,
         None => defaults.falcon_window_bytes,
     };
+    let on_off = |flag: &str, v: &Option<String>, default: bool| match v.as_deref() {
+        None => Ok(default),
+        Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(other) => Err(bad(flag, other, "on or off")),
+    };
+    let nvcaracal_dram_budget_bytes = match &args.nvcaracal_dram_budget {
+        Some(s) => parse_size("--nvcaracal-dram-budget", s)?,
+        None => defaults.nvcaracal_dram_budget_bytes,
+    };
     let config = EngineConfig {
         engine: engine_kind(&args.engine)?,
         cc: cc_kind(&args.cc)?,
@@ -202,6 +212,20 @@ pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<Eng
         falcon_variant,
         falcon_window_bytes,
         falcon_hot_tuples: args.falcon_hot_tuples.unwrap_or(defaults.falcon_hot_tuples),
+        nvcaracal_batch_append: on_off(
+            "--nvcaracal-batch-append",
+            &args.nvcaracal_batch_append,
+            defaults.nvcaracal_batch_append,
+        )?,
+        nvcaracal_split_on_demand: on_off(
+            "--nvcaracal-split-on-demand",
+            &args.nvcaracal_split_on_demand,
+            defaults.nvcaracal_split_on_demand,
+        )?,
+        nvcaracal_dram_budget_bytes,
+        // Every command carries every workload's one-shot procedures, so a
+        // deterministic engine's pool replays under any of them.
+        procedures: zen_workload::oneshot::procedures(),
         ..defaults.clone()
     };
     config.validate()?;

@@ -187,3 +187,46 @@ fn mmdb_checkpoints_when_its_log_fills_a_small_pool_and_reports_it() {
     assert_eq!(c["failed_on_log_pressure"], 0, "{c}");
     assert!(c["seq"].as_u64().unwrap() >= c["on_log_pressure"].as_u64().unwrap(), "{c}");
 }
+
+#[test]
+fn smallbank_on_nvcaracal_runs_one_shot_epochs_and_its_summary_validates() {
+    let args = ["smallbank", "--engine", "nvcaracal", "--pmem", "dram", "--accounts", "500"];
+    let run = ["--threads", "2", "--duration", "150ms", "--warmup", "0s", "--format", "json"];
+    let out = zen()
+        .arg("bench")
+        .args(
+            [&args[..], &run, &["--epoch-size", "200", "--nvcaracal-split-on-demand", "off"]]
+                .concat(),
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("check: smallbank passed after the epoch run"), "{stderr}");
+    let json: Value = serde_json::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let schema: Value = serde_json::from_str(include_str!("../docs/summary.schema.json")).unwrap();
+    let problems = zen_workload::jsonschema::validate(&json, &schema);
+    assert!(problems.is_empty(), "{problems:#?}");
+    let epochs = &json["epochs"];
+    assert_eq!(epochs["epoch_size"], 200);
+    assert_eq!(epochs["cc_aborts"], 0);
+    assert_eq!(epochs["split_rows"], 0, "split-on-demand is off");
+    assert!(json["summary"]["throughput_tps"].as_f64().unwrap() > 0.0, "{json}");
+    assert!(epochs["transient_bytes_peak"].as_u64().unwrap() > 0, "{epochs}");
+    // --epoch-size needs a deterministic engine; a bad switch is named.
+    for (flags, needle) in [
+        (&["--engine", "zen", "--epoch-size", "10"][..], "--epoch-size"),
+        (
+            &["--engine", "nvcaracal", "--nvcaracal-batch-append", "maybe"][..],
+            "--nvcaracal-batch-append",
+        ),
+    ] {
+        let out = zen()
+            .arg("bench")
+            .args([&["smallbank", "--pmem", "dram", "--accounts", "500"][..], flags, &run].concat())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(needle), "{flags:?}: {stderr}");
+    }
+}

@@ -45,7 +45,10 @@ fn reproduce_all_at_tiny_scale_gives_results_an_svg_and_a_report_row_per_runnabl
     for id in ["falcon-fig07", "falcon-fig08", "falcon-fig09", "falcon-fig11"] {
         assert!(runnable.iter().any(|r| r == id), "{id} not runnable:\n{list}");
     }
-    assert!(list.contains("waiting for engine nvcaracal"), "{list}");
+    for id in ["nvcaracal-fig05", "nvcaracal-fig06"] {
+        assert!(runnable.iter().any(|r| r == id), "{id} not runnable:\n{list}");
+    }
+    assert!(list.contains("not runnable: needs the all-NVMM and hybrid"), "{list}");
     assert!(list.contains("not runnable: needs a naïve space-management mode"), "{list}");
 
     let tmp = tempfile::tempdir().unwrap();
@@ -80,12 +83,9 @@ fn reproduce_all_at_tiny_scale_gives_results_an_svg_and_a_report_row_per_runnabl
         assert!(report.contains(&format!("(`{id}`)")), "no section for {id}");
     }
     // Figures that cannot run are still rows, with their state, and nothing ran for them.
-    let waiting = report.lines().find(|l| l.contains("| `nvcaracal-fig05` |")).unwrap();
-    assert!(
-        waiting.contains("waiting for engine nvcaracal") && waiting.contains("not run"),
-        "{waiting}"
-    );
-    assert!(!out.join("nvcaracal-fig05").exists());
+    let blocked = report.lines().find(|l| l.contains("| `nvcaracal-fig07` |")).unwrap();
+    assert!(blocked.contains("needs the all-NVMM") && blocked.contains("not run"), "{blocked}");
+    assert!(!out.join("nvcaracal-fig07").exists());
 
     // The same directory again: refused without --resume, naming what it holds.
     let (code, _, err) = run(&["reproduce", "zenplus-fig12", "--scale", "tiny", "--out", out_s]);
@@ -237,10 +237,31 @@ fn a_figure_that_cannot_run_here_says_why() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("o");
     let (code, _, err) =
-        run(&["reproduce", "nvcaracal-fig05", "--scale", "tiny", "--out", out.to_str().unwrap()]);
+        run(&["reproduce", "nvcaracal-fig07", "--scale", "tiny", "--out", out.to_str().unwrap()]);
     assert_eq!(code, 1, "{err}");
     assert!(
-        err.contains("nvcaracal-fig05 is not runnable here: waiting for engine nvcaracal"),
+        err.contains("nvcaracal-fig07 is not runnable here")
+            && err.contains("needs the all-NVMM and hybrid"),
         "{err}"
     );
+    // A figure naming a planned engine waits for it.
+    let (_tmp, dir) = figure_dir(|t| t.replacen("engine = \"mmdb\"", "engine = \"foedus\"", 1));
+    std::fs::write(
+        dir.join("planned-engines.toml"),
+        "[engines.foedus]\nwhat = \"FOEDUS (SIGMOD 2015); not built\"\n",
+    )
+    .unwrap();
+    let dirs = dir.to_str().unwrap();
+    let (code, _, err) = run(&[
+        "reproduce",
+        "zenplus-fig12",
+        "--figures",
+        dirs,
+        "--scale",
+        "tiny",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("zenplus-fig12 is not runnable here: waiting for engine foedus"), "{err}");
 }

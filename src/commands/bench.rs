@@ -12,7 +12,9 @@ use crate::commands::{self, RunRequest};
 use crate::error::{CliError, CliResult};
 use crate::output;
 use crate::resolve::{self, EngineRequest};
+use crate::with_workload;
 use crate::workloads;
+use zen_workload::Workload;
 
 fn temp_base() -> PathBuf {
     let shm = PathBuf::from("/dev/shm");
@@ -42,26 +44,19 @@ pub fn bench(args: &BenchArgs) -> CliResult {
         data_bytes: workload.estimated_data_bytes(),
     };
     let mut engine_config = resolve::engine_config(&args.engine, request)?;
-    let epochs = epoch_mode(args, &engine_config, &workload)?;
-    if epochs.is_some() {
-        let mut set = zen_engine::ProcedureSet::new();
-        zen_workload::oneshot::register_ycsb(&mut set)?;
-        engine_config.procedures = zen_engine::Procedures::new(set);
-    }
     if let Some(needed) = workload.access_set_needed() {
         engine_config.max_access_set = engine_config.max_access_set.max(needed);
     }
     output::banner("bench", &engine_config, Some(&driver), &workload.parameters());
     let engine = zen_engine::open(&engine_config)?;
+    let epochs = match epoch_mode(args, engine.as_ref(), &workload) {
+        Ok(e) => e,
+        Err(e) => return Err(commands::close_after(engine, e)),
+    };
     if let Err(e) = commands::load(engine.as_ref(), &workload, driver.threads) {
         // The load error is the one to report; the pool is thrown away anyway.
         let _ = commands::close(engine);
         return Err(e);
-    }
-    if let (Some(size), workloads::AnyWorkload::Ycsb(ycsb)) = (epochs, &workload) {
-        let result = run_epochs(engine.as_ref(), ycsb, size, &driver, args.driver.format);
-        let closed = commands::close(engine);
-        return result.and(closed);
     }
     let request = RunRequest {
         command: "bench",
@@ -71,40 +66,45 @@ pub fn bench(args: &BenchArgs) -> CliResult {
         out: args.driver.out.as_deref(),
         recovery: None,
     };
-    let result = commands::run_and_report(engine.as_ref(), &workload, request);
+    let result = match epochs {
+        Some(size) => run_epochs(engine.as_ref(), &workload, size, request),
+        None => commands::run_and_report(engine.as_ref(), &workload, request),
+    };
     let closed = commands::close(engine);
     // `dir` is dropped here, removing the pool.
     result.and(closed)
 }
 
-/// The epoch size when this run is a batch run: `--engine nvcaracal` with
-/// ycsb (default 1000 transactions per epoch); `--epoch-size` elsewhere is
-/// a usage error naming what it needs.
+/// The epoch size when this run is a batch run: an engine with the
+/// deterministic seam (nvcaracal) and a workload with a one-shot form (ycsb,
+/// smallbank), default 1000 transactions per epoch; `--epoch-size`
+/// elsewhere is a usage error naming what it needs.
 fn epoch_mode(
     args: &BenchArgs,
-    config: &zen_engine::EngineConfig,
+    engine: &dyn zen_engine::Engine,
     workload: &workloads::AnyWorkload,
 ) -> CliResult<Option<usize>> {
-    let nvcaracal = config.engine == zen_engine::EngineKind::Nvcaracal;
-    let ycsb = matches!(workload, workloads::AnyWorkload::Ycsb(_));
-    match (args.epoch_size, nvcaracal && ycsb) {
+    let deterministic = engine.deterministic().is_some();
+    let oneshot = !matches!(workload, workloads::AnyWorkload::Tpcc(_));
+    match (args.epoch_size, deterministic && oneshot) {
         (Some(0), _) => Err(CliError::usage("--epoch-size must be at least 1")),
         (Some(_), false) => Err(CliError::usage(
-            "--epoch-size runs one-shot YCSB on --engine nvcaracal (bench ycsb --engine nvcaracal)",
+            "--epoch-size runs one-shot ycsb or smallbank on a deterministic engine (--engine nvcaracal)",
         )),
         (size, true) => Ok(Some(size.unwrap_or(1000))),
         (None, false) => Ok(None),
     }
 }
 
-/// The batch run: epochs of one-shot YCSB; prints the summary.
+/// The batch run: epochs of one-shot transactions, reported like any run
+/// (plus its `epochs` section), then the workload's own check.
 fn run_epochs(
     engine: &dyn zen_engine::Engine,
-    ycsb: &zen_workload::Ycsb,
+    workload: &workloads::AnyWorkload,
     size: usize,
-    driver: &zen_workload::DriverConfig,
-    format: crate::cli::Format,
+    request: RunRequest<'_>,
 ) -> CliResult {
+    let driver = request.driver;
     let duration = match driver.stop {
         zen_workload::Stop::Duration(d) => d,
         zen_workload::Stop::Transactions(_) => {
@@ -112,52 +112,28 @@ fn run_epochs(
         }
     };
     eprintln!("epoch mode: {size} one-shot transactions per epoch on {} threads", driver.threads);
-    let run = zen_workload::oneshot::run_epochs(
-        engine,
-        ycsb,
-        size,
-        driver.threads,
-        driver.warmup,
-        duration,
-        driver.seed,
-    )?;
-    match format {
-        crate::cli::Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&run)
-                .map_err(|e| CliError::Failed(format!("json: {e}")))?
-        ),
-        _ => {
-            println!(
-                "engine nvcaracal (epochs of {size}), ycsb one-shot, {} threads",
-                driver.threads
-            );
-            println!(
-                "throughput   {:.0} txn/s ({} committed, {} failed, {} cc aborts, {} waits) in {:.2} s",
-                run.txns_per_s, run.committed, run.failed, run.cc_aborts, run.waits, run.seconds
-            );
-            println!(
-                "latency      p50 {:.0} us, p99 {:.0} us (submission to durable result)",
-                run.latency_p50_us, run.latency_p99_us
-            );
-            println!(
-                "epoch phases log {:.0} us, init {:.0} us, exec {:.0} us, persist {:.0} us (mean of {} epochs); transient peak {} bytes",
-                run.log_us,
-                run.init_us,
-                run.exec_us,
-                run.persist_us,
-                run.epochs,
-                run.transient_bytes_peak
-            );
-            println!(
-                "nvm/commit   {:.0} bytes written, {:.2} lines flushed, {:.3} fences; {} rows persisted for {} versions",
-                run.nvm_bytes_written_per_commit,
-                run.lines_flushed_per_commit,
-                run.fences_per_commit,
-                run.rows_persisted,
-                run.versions
-            );
+    let (threads, warmup, seed) = (driver.threads, driver.warmup, driver.seed);
+    let run = match workload {
+        workloads::AnyWorkload::Ycsb(w) => {
+            zen_workload::oneshot::run_epochs(engine, w, size, threads, warmup, duration, seed)?
         }
+        workloads::AnyWorkload::SmallBank(w) => {
+            zen_workload::oneshot::run_epochs(engine, w, size, threads, warmup, duration, seed)?
+        }
+        workloads::AnyWorkload::Tpcc(_) => {
+            return Err(CliError::usage(
+                "tpcc has no one-shot form (its secondary-index lookups would need reconnaissance reads)",
+            ));
+        }
+    };
+    commands::report_run(&run, workload, request)?;
+    let checked = with_workload!(workload, |w| w.check(engine)).map_err(CliError::from)?;
+    if !checked.passed() {
+        return Err(CliError::Failed(format!(
+            "the workload's check failed after the epoch run:\n{}",
+            checked.render_text()
+        )));
     }
+    eprintln!("check: {} passed after the epoch run", workload.name());
     Ok(())
 }

@@ -144,6 +144,9 @@ fn pool_engine_config(p: &PoolArgs, command: &str) -> CliResult<EngineConfig> {
         falcon_variant: None,
         falcon_window: None,
         falcon_hot_tuples: None,
+        nvcaracal_batch_append: None,
+        nvcaracal_split_on_demand: None,
+        nvcaracal_dram_budget: None,
     };
     let request =
         EngineRequest { pool: Some(p.pool.clone()), create: false, threads: 1, data_bytes: 0 };

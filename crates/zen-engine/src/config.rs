@@ -401,6 +401,22 @@ pub struct EngineConfig {
     /// 16 MiB, rounded up to whole pages). An epoch whose logged inputs are
     /// larger is refused with `Error::EpochTooLarge`, naming both sizes.
     pub nvcaracal_log_bytes: u64,
+    /// nvcaracal: batch append (Caracal's contention optimisation): in the
+    /// init phase each thread groups its transactions' pending versions by
+    /// row and appends each group in one locked merge; off, every pending
+    /// version is one locked sorted insert into the row's version array.
+    pub nvcaracal_batch_append: bool,
+    /// nvcaracal: split-on-demand: a row that collects more than
+    /// `baseline::nvcaracal::SPLIT_THRESHOLD` pending versions in an epoch
+    /// gets one version array per init thread (appends take no shared
+    /// lock; a read searches every array of the row).
+    pub nvcaracal_split_on_demand: bool,
+    /// nvcaracal: DRAM budget of one epoch's transient versions (version
+    /// arrays and values, bounded before the epoch runs); a batch whose
+    /// bound exceeds it runs as several consecutive epochs, and one
+    /// transaction that alone exceeds it is refused with
+    /// `Error::EpochOverBudget` (default 1 GiB).
+    pub nvcaracal_dram_budget_bytes: u64,
     /// nvcaracal: the stored procedures one-shot transactions name (and
     /// recovery replays); the built-in `apply` is always there.
     #[serde(skip)]
@@ -464,6 +480,9 @@ impl Default for EngineConfig {
             falcon_window_bytes: 64 << 10,
             falcon_hot_tuples: 256,
             nvcaracal_log_bytes: 16 << 20,
+            nvcaracal_batch_append: true,
+            nvcaracal_split_on_demand: true,
+            nvcaracal_dram_budget_bytes: 1 << 30,
             procedures: crate::det::Procedures::default(),
             baseline_fault: None,
             race_fault: None,
@@ -647,6 +666,12 @@ impl EngineConfig {
             return bad(format!(
                 "--nvcaracal-log-bytes {} is outside 4 KiB..=16 GiB",
                 self.nvcaracal_log_bytes
+            ));
+        }
+        if self.nvcaracal_dram_budget_bytes < 64 << 10 {
+            return bad(format!(
+                "--nvcaracal-dram-budget {} is below 64 KiB",
+                self.nvcaracal_dram_budget_bytes
             ));
         }
         if self.group_commit_interval_us > 1_000_000 {

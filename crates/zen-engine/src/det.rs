@@ -163,6 +163,12 @@ pub struct EpochStats {
     pub log_bytes: u64,
     /// Peak DRAM of the epoch's transient versions (freed at its end).
     pub transient_bytes: u64,
+    /// Rows whose version array was split per thread (split-on-demand).
+    pub split_rows: u64,
+    /// Epochs the batch ran as (more than 1 when its transient versions
+    /// would exceed `EngineConfig::nvcaracal_dram_budget_bytes`; then
+    /// `epoch` is the last one and the other counts are sums, the peak a max).
+    pub parts: u64,
     pub log_us: f64,
     pub init_us: f64,
     pub exec_us: f64,
@@ -181,9 +187,12 @@ pub trait DeterministicEngine: Send + Sync {
     /// The procedures it runs (and replays).
     fn procedures(&self) -> &ProcedureSet;
     /// Run `txns` as one epoch in this order (the serial order) on `workers`
-    /// threads; returns when the epoch is durable. An `Err` means nothing
-    /// of the epoch ran (bad input: unknown procedure or table, or an epoch
-    /// whose inputs do not fit the input log).
+    /// threads; returns when the epoch is durable. A batch whose transient
+    /// versions may exceed the engine's DRAM budget runs as several
+    /// consecutive epochs (same serial order, same result). An `Err` means
+    /// nothing of the batch ran (bad input: unknown procedure or table, an
+    /// epoch whose inputs do not fit the input log, a transaction that
+    /// alone exceeds the DRAM budget).
     fn submit_epoch(&self, txns: &[OneShot], workers: usize) -> Result<EpochOutcome>;
     /// The last durable epoch.
     fn durable_epoch(&self) -> u64;

@@ -126,6 +126,10 @@ pub enum Error {
         "epoch of {txns} transactions needs {needed_bytes} bytes of input log, the log holds {capacity_bytes} (split the batch or raise --nvcaracal-log-bytes)"
     )]
     EpochTooLarge { txns: usize, needed_bytes: u64, capacity_bytes: u64 },
+    #[error(
+        "transaction {index} of the epoch alone may need {needed_bytes} bytes of transient versions in DRAM, the budget is {budget_bytes} (raise --nvcaracal-dram-budget)"
+    )]
+    EpochOverBudget { index: usize, needed_bytes: u64, budget_bytes: u64 },
     #[error("input log of epoch {epoch} cannot be replayed: {detail}")]
     InputLogCorrupt { epoch: u64, detail: String },
     #[error(transparent)]

@@ -77,21 +77,35 @@ fn transfer(from: u64, to: u64, amount: u64) -> OneShot {
     OneShot { proc: ProcId(2), input: words(&[from, to, amount]), writes: vec![(T, from), (T, to)] }
 }
 
+/// What [`run_seeded`] saw.
+#[derive(Debug)]
+struct Seeded {
+    outputs: Vec<String>,
+    state: Vec<(u64, i64)>,
+    cc_aborts: u64,
+    split_rows: u64,
+    /// Epochs the three batches ran as (3 unless the DRAM budget split them).
+    parts: u64,
+}
+
 /// Three epochs of 400 transfers among 12 accounts (hot: every epoch has
-/// long version arrays), after a load; outputs, final state and the sum of
-/// the stats' cc aborts and waits.
-fn run_seeded(
+/// long version arrays), after a load, with the engine config `tweak`ed.
+fn run_seeded_with(
     dir: &std::path::Path,
     workers: usize,
     seed: u64,
-) -> (Vec<String>, Vec<(u64, i64)>, u64, u64) {
-    let engine = zen_engine::open(&cfg(dir)).unwrap();
+    tweak: impl Fn(&mut EngineConfig),
+) -> Seeded {
+    let mut config = cfg(dir);
+    tweak(&mut config);
+    let engine = zen_engine::open(&config).unwrap();
     engine.create_table(&accounts()).unwrap();
     let det = engine.deterministic().unwrap();
     let load: Vec<OneShot> = (0..12).map(|k| set(k, 100)).collect();
     det.submit_epoch(&load, workers).unwrap();
     let mut rng = SmallRng::seed_from_u64(seed);
-    let (mut outputs, mut cc_aborts, mut waits) = (Vec::new(), 0, 0);
+    let mut seen =
+        Seeded { outputs: Vec::new(), state: Vec::new(), cc_aborts: 0, split_rows: 0, parts: 0 };
     for _ in 0..3 {
         let batch: Vec<OneShot> = (0..400)
             .map(|_| {
@@ -102,18 +116,24 @@ fn run_seeded(
             .collect();
         let out = det.submit_epoch(&batch, workers).unwrap();
         assert_eq!(out.stats.txns, 400);
-        assert!(out.stats.rows_persisted <= 12, "{:?}", out.stats);
-        cc_aborts += out.stats.cc_aborts;
-        waits += out.stats.waits;
-        outputs.extend(out.results.iter().map(|r| match r {
+        assert_eq!(out.results.len(), 400);
+        assert!(out.stats.rows_persisted <= 12 * out.stats.parts, "{:?}", out.stats);
+        seen.cc_aborts += out.stats.cc_aborts;
+        seen.split_rows += out.stats.split_rows;
+        seen.parts += out.stats.parts;
+        seen.outputs.extend(out.results.iter().map(|r| match r {
             Ok(v) => format!("ok {v:?}"),
             Err(e) => format!("err {e}"),
         }));
     }
     engine.check_invariants().unwrap();
-    let state = dump(engine.as_ref(), T);
+    seen.state = dump(engine.as_ref(), T);
     engine.close().unwrap();
-    (outputs, state, cc_aborts, waits)
+    seen
+}
+
+fn run_seeded(dir: &std::path::Path, workers: usize, seed: u64) -> Seeded {
+    run_seeded_with(dir, workers, seed, |_| {})
 }
 
 #[test]
@@ -125,20 +145,73 @@ fn same_seed_same_state_on_1_2_and_4_workers_without_cc_aborts() {
             (w, run_seeded(dir.path(), w, 42))
         })
         .collect();
-    let (_, (outputs, state, cc, _)) = &runs[0];
-    assert_eq!(*cc, 0);
-    assert_eq!(state.len(), 12);
-    assert_eq!(state.iter().map(|(_, v)| v).sum::<i64>(), 1200, "transfers keep the total");
-    assert!(outputs.iter().any(|o| o.starts_with("err")), "some transfers overdraw");
-    assert!(outputs.iter().any(|o| o.starts_with("ok")));
-    for (w, (o, s, c, _)) in &runs[1..] {
-        assert_eq!(*c, 0, "{w} workers: no concurrency-control aborts");
-        assert_eq!(s, state, "{w} workers: another final state");
-        assert_eq!(o, outputs, "{w} workers: other outputs");
+    let first = &runs[0].1;
+    assert_eq!(first.cc_aborts, 0);
+    assert_eq!(first.state.len(), 12);
+    assert_eq!(first.state.iter().map(|(_, v)| v).sum::<i64>(), 1200, "transfers keep the total");
+    assert!(first.outputs.iter().any(|o| o.starts_with("err")), "some transfers overdraw");
+    assert!(first.outputs.iter().any(|o| o.starts_with("ok")));
+    for (w, r) in &runs[1..] {
+        assert_eq!(r.cc_aborts, 0, "{w} workers: no concurrency-control aborts");
+        assert_eq!(r.state, first.state, "{w} workers: another final state");
+        assert_eq!(r.outputs, first.outputs, "{w} workers: other outputs");
+        assert!(r.split_rows > 0, "{w} workers: ~67 versions per row split the hot rows");
     }
     let dir = tempfile::tempdir().unwrap();
-    let (_, other, _, _) = run_seeded(dir.path(), 2, 43);
-    assert_ne!(&other, state, "another seed, another history");
+    let other = run_seeded(dir.path(), 2, 43);
+    assert_ne!(other.state, first.state, "another seed, another history");
+}
+
+#[test]
+fn batch_append_split_on_demand_and_the_dram_budget_change_no_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = run_seeded(dir.path(), 1, 42);
+    assert_eq!((reference.split_rows, reference.parts), (0, 3), "one thread never splits");
+    for (batch, split) in [(false, false), (true, false), (false, true), (true, true)] {
+        for workers in [2, 4] {
+            let dir = tempfile::tempdir().unwrap();
+            let r = run_seeded_with(dir.path(), workers, 42, |c| {
+                c.nvcaracal_batch_append = batch;
+                c.nvcaracal_split_on_demand = split;
+            });
+            let what = format!("batch append {batch}, split-on-demand {split}, {workers} workers");
+            assert_eq!(r.cc_aborts, 0, "{what}");
+            assert_eq!(r.state, reference.state, "{what}");
+            assert_eq!(r.outputs, reference.outputs, "{what}");
+            assert_eq!(r.split_rows > 0, split, "{what}: {} rows split", r.split_rows);
+        }
+    }
+    // 400 transfers × 2 writes exceed 64 KiB of transient versions: each
+    // batch runs as several epochs, in the same serial order.
+    let dir = tempfile::tempdir().unwrap();
+    let r = run_seeded_with(dir.path(), 2, 42, |c| c.nvcaracal_dram_budget_bytes = 64 << 10);
+    assert!(r.parts > 3, "{} epochs for 3 batches", r.parts);
+    assert_eq!(r.state, reference.state);
+    assert_eq!(r.outputs, reference.outputs);
+}
+
+#[test]
+fn a_transaction_alone_over_the_dram_budget_is_refused_with_the_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = cfg(dir.path());
+    config.nvcaracal_dram_budget_bytes = 64 << 10;
+    let engine = zen_engine::open(&config).unwrap();
+    engine.create_table(&accounts()).unwrap();
+    let det = engine.deterministic().unwrap();
+    det.submit_epoch(&[set(1, 5)], 1).unwrap();
+    let before = det.durable_epoch();
+    let mut huge = set(1, 7);
+    huge.writes = (0..2000).map(|k| (T, k)).collect();
+    match det.submit_epoch(&[set(2, 9), huge], 2) {
+        Err(Error::EpochOverBudget { index, needed_bytes, budget_bytes }) => {
+            assert_eq!((index, budget_bytes), (1, 64 << 10));
+            assert!(needed_bytes > budget_bytes, "{needed_bytes}");
+        }
+        other => panic!("expected EpochOverBudget, got {other:?}"),
+    }
+    assert_eq!(det.durable_epoch(), before, "nothing of the batch ran");
+    assert_eq!(dump(engine.as_ref(), T), vec![(1, 5)]);
+    engine.close().unwrap();
 }
 
 #[test]

@@ -85,8 +85,8 @@ pub const LOAD_STATE_KEY: u64 = 1;
 pub const LOAD_RUNNING: u64 = 0x0047_4e49_4441_4f4c;
 /// Load state: every row of the population is committed and durable ("LOADED!").
 pub const LOAD_COMPLETE: u64 = 0x0021_4445_4441_4f4c;
-const LEDGER_AMOUNT_AT: usize = 0;
-const LEDGER_EVENTS_AT: usize = 8;
+pub(crate) const LEDGER_AMOUNT_AT: usize = 0;
+pub(crate) const LEDGER_EVENTS_AT: usize = 8;
 
 /// The population parameters stored in the pool. See the module docs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -250,6 +250,10 @@ pub struct Report {
     /// (when the counting allocator is installed, as in the `zen` binary).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allocations: Option<AllocationSummary>,
+    /// One-shot transactions in epochs on a deterministic engine
+    /// (`zen bench ycsb|smallbank --engine nvcaracal`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epochs: Option<crate::oneshot::EpochRun>,
 }
 
 /// Heap allocations of the worker threads over the measured interval.
@@ -329,10 +333,15 @@ impl Report {
             }),
             adaptive: run.adaptive,
             checkpoints: run.checkpoints,
-            allocations: zen_pmem::alloc_count::installed().then(|| AllocationSummary {
-                total: s.allocations,
-                per_commit: ratio(s.allocations, s.commits),
+            // Epoch runs allocate on the engine's epoch threads, which the
+            // counting allocator does not attribute to the run.
+            allocations: (zen_pmem::alloc_count::installed() && run.epochs.is_none()).then(|| {
+                AllocationSummary {
+                    total: s.allocations,
+                    per_commit: ratio(s.allocations, s.commits),
+                }
             }),
+            epochs: run.epochs.clone(),
         }
     }
 
@@ -344,7 +353,35 @@ impl Report {
         self.render_nvm(&mut out);
         self.render_adaptive(&mut out);
         self.render_checkpoints(&mut out);
+        self.render_epochs(&mut out);
         out
+    }
+
+    fn render_epochs(&self, out: &mut String) {
+        let Some(e) = &self.epochs else { return };
+        let _ = writeln!(
+            out,
+            "epochs            {} of {} one-shot txns · {} cc aborts · {} waits · {} failed · {} split for the DRAM budget",
+            group(e.epochs),
+            group(e.epoch_size as u64),
+            group(e.cc_aborts),
+            group(e.waits),
+            group(e.failed),
+            group(e.budget_splits)
+        );
+        let _ = writeln!(
+            out,
+            "epoch phases      log {:.0} us · init {:.0} us · exec {:.0} us · persist {:.0} us (mean per epoch); latency = submission to durable result",
+            e.log_us, e.init_us, e.exec_us, e.persist_us
+        );
+        let _ = writeln!(
+            out,
+            "epoch memory      transient peak {} bytes (DRAM, freed per epoch) · {} rows persisted for {} versions · {} rows split per core",
+            group(e.transient_bytes_peak),
+            group(e.rows_persisted),
+            group(e.versions),
+            group(e.split_rows)
+        );
     }
 
     fn render_checkpoints(&self, out: &mut String) {
@@ -728,6 +765,7 @@ mod tests {
                 ..Default::default()
             }],
             numa: None,
+            epochs: None,
         }
     }
 

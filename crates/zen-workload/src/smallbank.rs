@@ -49,12 +49,12 @@ use crate::zipf::fnv64;
 pub const ACCOUNTS: &str = "accounts";
 pub const SAVINGS: &str = "savings";
 pub const CHECKING: &str = "checking";
-const NAME_BYTES: usize = 64;
+pub(crate) const NAME_BYTES: usize = 64;
 const DOLLAR_CENTS: i64 = 100;
 const MIN_BALANCE_CENTS: i64 = 10_000 * DOLLAR_CENTS;
 const MAX_BALANCE_CENTS: i64 = 50_000 * DOLLAR_CENTS;
 /// WriteCheck's overdraft penalty.
-const PENALTY_CENTS: i64 = DOLLAR_CENTS;
+pub(crate) const PENALTY_CENTS: i64 = DOLLAR_CENTS;
 
 /// The population: stored in the pool by `load`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -72,11 +72,13 @@ fn epochs_commit_everything_without_cc_aborts_and_deterministically() {
         assert!(y.check(e.as_ref()).unwrap().passed());
         e.check_invariants().unwrap();
         tables.push(table_hash(e.as_ref()));
-        let run =
+        let result =
             run_epochs(e.as_ref(), &y, 100, workers, Duration::ZERO, Duration::from_millis(50), 3)
                 .unwrap();
+        let run = result.epochs.clone().expect("an epoch run reports its epochs");
         assert!(run.committed > 0 && run.failed == 0 && run.cc_aborts == 0, "{run:?}");
         assert!(run.latency_p50_us > 0.0 && run.fences_per_commit > 0.0, "{run:?}");
+        assert_eq!(result.stats.commits, run.committed);
         e.close().unwrap();
     }
     assert_eq!(tables[0], tables[1], "1 and 2 workers reach the same table");

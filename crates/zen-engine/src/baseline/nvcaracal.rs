@@ -17,9 +17,11 @@
 //!             written to the log pages, flushed, ONE fence; then the seal
 //!             word = e, persisted (the inputs are durable before anything
 //!             of the epoch runs)
-//!   init      serially, in serial order: for every declared write a pending
-//!             version appended to the row's version array (created with
-//!             the row's committed state as its base)
+//!   init      N threads (txn i on thread i mod N): for every declared
+//!             write a pending version in the row's version array, sorted
+//!             by serial id (created with the row's committed state as its
+//!             base); batch append and split-on-demand as configured
+//!             (`nvcaracal/versions.rs`)
 //!   execute   N threads; transaction i on thread i mod N, each thread in
 //!             serial order. A read takes the newest version with a smaller
 //!             serial id, waiting while it is pending (the smallest pending
@@ -49,15 +51,22 @@
 //! WHAT IT DOES NOT DO (`docs/design/nvcaracal.md`): no DRAM cache of
 //! committed rows (reads of rows not written in the epoch go to NVM), no
 //! out-of-row value pool (every version is inline in its slot, whatever
-//! the row size), no batch append or split-on-demand, no secondary indexes.
+//! the row size), no secondary indexes.
+//!
+//! A batch whose transient versions may exceed the DRAM budget
+//! (`EngineConfig::nvcaracal_dram_budget_bytes`) runs as consecutive
+//! epochs (`run_locked`).
 
 pub mod layout;
 mod recovery;
+mod versions;
 
-use std::collections::{BTreeMap, HashMap};
+pub use versions::SPLIT_THRESHOLD;
+
+use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use zen_pmem::{CounterSnapshot, Marker, PageOwner, PmemBackend, Pool, SYSTEM_THREAD};
@@ -75,6 +84,7 @@ use crate::det::{
 use crate::error::{Error, Result};
 use crate::sched::{Mutex, RwLock};
 use crate::schema::{MAX_KEY, TableSchema};
+use versions::{Epoch, IGNORE, Key, WRITTEN};
 
 /// Where a committed row lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,33 +164,12 @@ pub struct NvcaracalEngine<B: PmemBackend> {
     fault: Option<BaselineFault>,
 }
 
-/// Version states.
-const PENDING: u8 = 0;
-const WRITTEN: u8 = 1;
-const IGNORE: u8 = 2;
-
-/// One transient version (DRAM, freed with its epoch).
-struct Version {
-    sid: u32,
-    state: AtomicU8,
-    /// `None` inside: a delete.
-    value: OnceLock<Option<Box<[u8]>>>,
-}
-
-/// The version array of a row written in the epoch.
-struct RowVersions {
-    table: u32,
-    key: u64,
-    base: Option<RowRef>,
-    versions: Vec<Version>,
-}
-
 /// A transaction of the epoch, validated.
 struct Prepared<'a> {
     proc: ProcId,
     input: &'a [u8],
-    /// Declared writes, deduplicated, with the (row, version) of each.
-    writes: Vec<((u32, u64), usize, usize)>,
+    /// Declared writes, deduplicated.
+    writes: Vec<Key>,
 }
 
 /// A transaction's serial id, result and waits, from an execution thread.
@@ -372,12 +361,12 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             if !self.procedures.contains(t.proc) {
                 return Err(Error::InvalidArgument(format!("unknown procedure id {}", t.proc.0)));
             }
-            let mut writes: Vec<((u32, u64), usize, usize)> = Vec::with_capacity(t.writes.len());
+            let mut writes: Vec<Key> = Vec::with_capacity(t.writes.len());
             for &(table, key) in &t.writes {
                 let tb = tables.get(table.0 as usize).ok_or(Error::UnknownTableId(table.0))?;
                 tb.check_key(key)?;
-                if !writes.iter().any(|w| w.0 == (table.0, key)) {
-                    writes.push(((table.0, key), 0, 0));
+                if !writes.contains(&(table.0, key)) {
+                    writes.push((table.0, key));
                 }
             }
             out.push(Prepared { proc: t.proc, input: &t.input, writes });
@@ -427,11 +416,12 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         threads: &[u32],
         log: bool,
     ) -> Result<EpochOutcome> {
-        let (mut prepared, payload) = self.prepare(txns)?;
+        let (prepared, payload) = self.prepare(txns)?;
         let mut stats = EpochStats {
             epoch,
             txns: txns.len() as u64,
             log_bytes: layout::LOG_HEADER + payload.len() as u64,
+            parts: 1,
             ..EpochStats::default()
         };
         let lead = threads[0];
@@ -441,30 +431,32 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         }
         drop(payload);
         stats.log_us = started.elapsed().as_secs_f64() * 1e6;
+        let n = threads.len().clamp(1, txns.len().max(1));
 
-        // Initialisation: pending versions in serial order.
+        // Initialisation: a pending version per declared write, on every
+        // thread at once (`nvcaracal/versions.rs`).
         let started = Instant::now();
         let tables: Vec<Arc<Table>> = self.tables.read().clone();
-        let mut rows: Vec<RowVersions> = Vec::new();
-        let mut at: HashMap<(u32, u64), usize> = HashMap::new();
-        for (sid, t) in prepared.iter_mut().enumerate() {
-            for w in &mut t.writes {
-                let (table, key) = w.0;
-                let r = *at.entry(w.0).or_insert_with(|| {
-                    let base = tables[table as usize].index.read().get(&key).copied();
-                    rows.push(RowVersions { table, key, base, versions: Vec::new() });
-                    rows.len() - 1
-                });
-                rows[r].versions.push(Version {
-                    sid: sid as u32,
-                    state: AtomicU8::new(PENDING),
-                    value: OnceLock::new(),
-                });
-                w.1 = r;
-                w.2 = rows[r].versions.len() - 1;
-            }
+        let building = versions::Building::new(versions::Options {
+            batch_append: self.config.nvcaracal_batch_append,
+            split_on_demand: self.config.nvcaracal_split_on_demand,
+            threads: n,
+        });
+        let base = |(table, key): Key| tables[table as usize].index.read().get(&key).copied();
+        let writes = |sid: usize| prepared[sid].writes.as_slice();
+        if n == 1 {
+            building.init_thread(0, txns.len(), writes, &base);
+        } else {
+            std::thread::scope(|s| {
+                for w in 0..n {
+                    let (building, base) = (&building, &base);
+                    s.spawn(move || building.init_thread(w, txns.len(), writes, base));
+                }
+            });
         }
-        stats.versions = rows.iter().map(|r| r.versions.len() as u64).sum();
+        let rows = building.freeze();
+        stats.versions = rows.versions();
+        stats.split_rows = rows.split_rows();
         stats.init_us = started.elapsed().as_secs_f64() * 1e6;
 
         // Execution: transaction i on thread i mod N, in serial order.
@@ -473,11 +465,9 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             engine: self,
             tables: &tables,
             rows: &rows,
-            at: &at,
             prepared: &prepared,
             value_bytes: AtomicU64::new(0),
         };
-        let n = threads.len().clamp(1, txns.len().max(1));
         let mut results: Vec<Option<Result<Vec<u8>>>> = (0..txns.len()).map(|_| None).collect();
         let mut waits = 0;
         if n == 1 {
@@ -515,11 +505,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         let results: Vec<Result<Vec<u8>>> =
             results.into_iter().map(|r| r.expect("every transaction ran")).collect();
         stats.failed = results.iter().filter(|r| r.is_err()).count() as u64;
-        stats.transient_bytes = (rows.capacity() * std::mem::size_of::<RowVersions>()
-            + stats.versions as usize * std::mem::size_of::<Version>()
-            + at.capacity() * std::mem::size_of::<((u32, u64), usize)>())
-            as u64
-            + ctx.value_bytes.load(Ordering::Relaxed);
+        stats.transient_bytes = rows.bytes() + ctx.value_bytes.load(Ordering::Relaxed);
 
         // Persist: each row's final version, then the epoch number.
         let started = Instant::now();
@@ -570,7 +556,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
     fn persist_rows(
         &self,
         tables: &[Arc<Table>],
-        rows: &[RowVersions],
+        rows: &Epoch,
         w: usize,
         n: usize,
         epoch: u64,
@@ -578,10 +564,8 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
     ) -> Result<Vec<Change>> {
         let p = self.pool.persister(thread);
         let mut changes = Vec::new();
-        for r in rows.iter().skip(w).step_by(n) {
-            let Some(last) =
-                r.versions.iter().rev().find(|v| v.state.load(Ordering::Acquire) == WRITTEN)
-            else {
+        for r in rows.rows().skip(w).step_by(n) {
+            let Some(last) = r.last_written() else {
                 continue;
             };
             let value = last.value.get().expect("a written version holds its value");
@@ -615,9 +599,70 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         Ok(changes)
     }
 
+    /// Run `txns` as one epoch, or as consecutive epochs when the bound of
+    /// their transient versions exceeds the DRAM budget (the serial order
+    /// is kept, so the final state is the same). Every part is validated
+    /// before the first runs. The caller holds `seq`.
     fn run_locked(&self, txns: &[OneShot], threads: &[u32]) -> Result<EpochOutcome> {
-        let epoch = self.durable.load(Ordering::Acquire) + 1;
-        self.run_epoch(epoch, txns, threads, true)
+        let parts = self.budget_parts(txns)?;
+        if let [_] = parts.as_slice() {
+            let epoch = self.durable.load(Ordering::Acquire) + 1;
+            return self.run_epoch(epoch, txns, threads, true);
+        }
+        for part in &parts {
+            self.prepare(&txns[part.clone()])?;
+        }
+        let mut merged =
+            EpochOutcome { results: Vec::with_capacity(txns.len()), stats: EpochStats::default() };
+        for part in parts {
+            let epoch = self.durable.load(Ordering::Acquire) + 1;
+            let out = self.run_epoch(epoch, &txns[part], threads, true)?;
+            merged.results.extend(out.results);
+            let (m, s) = (&mut merged.stats, out.stats);
+            m.epoch = s.epoch;
+            m.parts += 1;
+            m.txns += s.txns;
+            m.failed += s.failed;
+            m.cc_aborts += s.cc_aborts;
+            m.waits += s.waits;
+            m.versions += s.versions;
+            m.split_rows += s.split_rows;
+            m.rows_persisted += s.rows_persisted;
+            m.log_bytes += s.log_bytes;
+            m.transient_bytes = m.transient_bytes.max(s.transient_bytes);
+            m.log_us += s.log_us;
+            m.init_us += s.init_us;
+            m.exec_us += s.exec_us;
+            m.persist_us += s.persist_us;
+        }
+        Ok(merged)
+    }
+
+    /// Consecutive ranges of `txns` whose transient-version bound
+    /// (`versions::bound_per_write` per declared write) fits the DRAM
+    /// budget; a transaction that alone does not fit is refused.
+    fn budget_parts(&self, txns: &[OneShot]) -> Result<Vec<std::ops::Range<usize>>> {
+        let budget = self.config.nvcaracal_dram_budget_bytes;
+        let tables = self.tables.read();
+        let row = |t: TableId| tables.get(t.0 as usize).map_or(0, |t| t.row);
+        let (mut parts, mut start, mut sum) = (Vec::new(), 0, 0u64);
+        for (index, t) in txns.iter().enumerate() {
+            let needed: u64 = t.writes.iter().map(|w| versions::bound_per_write(row(w.0))).sum();
+            if needed > budget {
+                return Err(Error::EpochOverBudget {
+                    index,
+                    needed_bytes: needed,
+                    budget_bytes: budget,
+                });
+            }
+            if sum + needed > budget {
+                parts.push(start..index);
+                (start, sum) = (index, 0);
+            }
+            sum += needed;
+        }
+        parts.push(start..txns.len());
+        Ok(parts)
     }
 }
 
@@ -625,8 +670,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
 struct EpochCtx<'a, B: PmemBackend> {
     engine: &'a NvcaracalEngine<B>,
     tables: &'a [Arc<Table>],
-    rows: &'a [RowVersions],
-    at: &'a HashMap<(u32, u64), usize>,
+    rows: &'a Epoch,
     prepared: &'a [Prepared<'a>],
     value_bytes: AtomicU64,
 }
@@ -646,8 +690,12 @@ impl<B: PmemBackend> EpochCtx<'_, B> {
         };
         let ok = result.is_ok();
         let mut buffer = std::mem::take(&mut tx.buffer);
-        for &(key, r, v) in &t.writes {
-            let version = &self.rows[r].versions[v];
+        for &key in &t.writes {
+            let version = self
+                .rows
+                .find(key)
+                .and_then(|r| r.own(sid as u32))
+                .expect("the init phase made a version for every declared write");
             let written = if ok { buffer.iter().position(|(k, _)| *k == key) } else { None };
             match written {
                 Some(i) => {
@@ -677,7 +725,7 @@ struct ExecTx<'a, 'c, B: PmemBackend> {
 impl<B: PmemBackend> ExecTx<'_, '_, B> {
     fn declared(&self, table: u32, key: u64) -> Result<()> {
         let t = &self.ctx.prepared[self.sid as usize];
-        if t.writes.iter().any(|w| w.0 == (table, key)) {
+        if t.writes.contains(&(table, key)) {
             return Ok(());
         }
         let name = self
@@ -718,33 +766,19 @@ impl<B: PmemBackend> OneShotTx for ExecTx<'_, '_, B> {
                 None => false,
             });
         }
-        let base = match self.ctx.at.get(&(table.0, key)) {
-            Some(&r) => {
-                let row = &self.ctx.rows[r];
-                let before = row.versions.partition_point(|v| v.sid < self.sid);
-                for v in row.versions[..before].iter().rev() {
-                    let mut attempt = 0;
-                    let mut state = v.state.load(Ordering::Acquire);
-                    if state == PENDING {
-                        self.waits += 1;
-                    }
-                    while state == PENDING {
-                        attempt += 1;
-                        crate::api::backoff(attempt.min(8));
-                        state = v.state.load(Ordering::Acquire);
-                    }
-                    if state == WRITTEN {
-                        return Ok(match v.value.get().expect("written versions hold values") {
-                            Some(bytes) => {
-                                out.copy_from_slice(bytes);
-                                true
-                            }
-                            None => false,
-                        });
-                    }
+        let base = match self.ctx.rows.find((table.0, key)) {
+            Some(row) => match row.read(self.sid, &mut self.waits) {
+                Some(v) => {
+                    return Ok(match v.value.get().expect("written versions hold values") {
+                        Some(bytes) => {
+                            out.copy_from_slice(bytes);
+                            true
+                        }
+                        None => false,
+                    });
                 }
-                row.base
-            }
+                None => row.base,
+            },
             None => t.index.read().get(&key).copied(),
         };
         match base {

@@ -172,6 +172,8 @@ pub struct RunResult {
     pub timeseries: Vec<IntervalSample>,
     /// NUMA placement and accesses when the engine runs NUMA-aware.
     pub numa: Option<NumaRun>,
+    /// Epoch runs of a deterministic engine (`crate::oneshot::run_epochs`).
+    pub epochs: Option<crate::oneshot::EpochRun>,
 }
 
 /// What a NUMA-aware run measured.
@@ -290,6 +292,7 @@ pub fn run_benchmark<W: Workload>(
             checkpoints: engine.status().checkpoints,
             timeseries: timing.samples,
             numa,
+            epochs: None,
         })
     })
 }

@@ -1,0 +1,220 @@
+//! One-shot forms of the workloads, for deterministic engines
+//! (`zen_engine::det`): a stored procedure plus an input whose write set is
+//! known before it runs, drawn from the same generator as the interactive
+//! form, and an epoch driver ([`run_epochs`]) that measures each
+//! transaction from its submission to its durable result.
+//!
+//! Built: YCSB in paper mode ([`ycsb`]: reads and read-modify-write updates
+//! of one field) and SmallBank ([`smallbank`]: all six types). Not built:
+//! TPC-C (its secondary-index lookups would be reconnaissance reads, and
+//! nvcaracal keeps no secondary indexes), YCSB core workloads with inserts
+//! or scans (refused with a typed error).
+//!
+//! [`procedures`] is the one procedure set every engine configuration of
+//! the `zen` CLI carries, so a pool written by one command replays under
+//! another (the set's fingerprint is logged with each epoch).
+
+pub mod smallbank;
+pub mod ycsb;
+
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use serde::Serialize;
+use zen_engine::{
+    AbortReason, DeterministicEngine, Engine, Error as EngineError, OneShot, ProcId, ProcedureSet,
+    Procedures,
+};
+
+use crate::driver::RunResult;
+use crate::driver::stats::WorkerStats;
+use crate::error::{Error, Result};
+use crate::workload::Workload;
+
+pub use smallbank::register_smallbank;
+pub use ycsb::{register_ycsb, ycsb_oneshot};
+
+/// A workload with a one-shot form.
+pub trait OneShotWorkload: Workload {
+    /// What a run resolves once: procedure ids, table ids.
+    type Plan;
+    /// Resolve the plan on `engine`, whose procedures are `procedures`.
+    fn plan(&self, engine: &dyn Engine, procedures: &ProcedureSet) -> Result<Self::Plan>;
+    /// The one-shot form of `request`, the `index`-th of its epoch.
+    fn oneshot(&self, plan: &Self::Plan, request: &Self::Request, index: usize) -> Result<OneShot>;
+}
+
+/// The id of procedure `name`, or an error saying the set lacks it.
+pub(crate) fn procedure(set: &ProcedureSet, name: &str) -> Result<ProcId> {
+    set.id(name).ok_or_else(|| Error::InvalidParameter {
+        parameter: "procedures",
+        value: format!("no `{name}`"),
+        allowed: "open the engine with zen_workload::oneshot::procedures()".into(),
+    })
+}
+
+/// Every one-shot procedure of every workload, in a fixed order.
+pub fn register_all(set: &mut ProcedureSet) -> zen_engine::Result<()> {
+    register_ycsb(set)?;
+    register_smallbank(set)
+}
+
+/// [`register_all`] as an engine configuration's procedure set.
+pub fn procedures() -> Procedures {
+    let mut set = ProcedureSet::new();
+    register_all(&mut set).expect("the workloads' procedure names are distinct");
+    Procedures::new(set)
+}
+
+/// What an epoch run measured besides the driver's usual counts (the
+/// report's `epochs` section).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EpochRun {
+    /// Transactions submitted per epoch (`--epoch-size`).
+    pub epoch_size: usize,
+    pub epochs: u64,
+    pub committed: u64,
+    /// User aborts (deterministic: SmallBank's insufficient funds).
+    pub user_aborts: u64,
+    /// Procedures that failed otherwise (none expected: a bug or bad input).
+    pub failed: u64,
+    pub cc_aborts: u64,
+    pub waits: u64,
+    pub seconds: f64,
+    pub txns_per_s: f64,
+    /// Submission (the start of the epoch's batch) to durable result.
+    pub latency_p50_us: f64,
+    pub latency_p99_us: f64,
+    /// Mean per epoch.
+    pub log_us: f64,
+    pub init_us: f64,
+    pub exec_us: f64,
+    pub persist_us: f64,
+    /// Peak DRAM of one epoch's transient versions (version arrays and
+    /// values; freed at the epoch's end).
+    pub transient_bytes_peak: u64,
+    /// Epochs the engine ran as several to stay within its DRAM budget.
+    pub budget_splits: u64,
+    pub rows_persisted: u64,
+    pub versions: u64,
+    /// Rows split per core (split-on-demand) over the run.
+    pub split_rows: u64,
+    pub nvm_bytes_written_per_commit: f64,
+    pub lines_flushed_per_commit: f64,
+    pub fences_per_commit: f64,
+}
+
+/// Run `workload` one-shot in epochs of `epoch_size` on `workers` threads
+/// for `duration` (after `warmup`), drawing requests from `seed`. The result
+/// is the driver's (`RunResult`, so reports are the usual ones) with its
+/// `epochs` section.
+pub fn run_epochs<W: OneShotWorkload>(
+    engine: &dyn Engine,
+    workload: &W,
+    epoch_size: usize,
+    workers: usize,
+    warmup: Duration,
+    duration: Duration,
+    seed: u64,
+) -> Result<RunResult> {
+    let det: &dyn DeterministicEngine =
+        engine.deterministic().ok_or_else(|| Error::InvalidParameter {
+            parameter: "--engine",
+            value: engine.name().into(),
+            allowed: "an engine with the deterministic seam (nvcaracal)".into(),
+        })?;
+    if epoch_size == 0 {
+        return Err(Error::invalid("epoch size", 0, "1 or more"));
+    }
+    workload.prepare(engine)?;
+    let plan = workload.plan(engine, det.procedures())?;
+    let mut local = workload.local(engine, 0, 1)?;
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut run = EpochRun { epoch_size, ..EpochRun::default() };
+    let mut stats = WorkerStats::new(workload.txn_types().len());
+    let started = Instant::now();
+    let mut measuring: Option<(Instant, zen_pmem::CounterSnapshot)> = None;
+    let mut sums = [0f64; 4];
+    let mut types = Vec::with_capacity(epoch_size);
+    loop {
+        let now = Instant::now();
+        if measuring.is_none() && now.duration_since(started) >= warmup {
+            measuring = Some((now, engine.pmem_counters()));
+        }
+        if let Some((t0, _)) = measuring
+            && now.duration_since(t0) >= duration
+        {
+            break;
+        }
+        let submitted = Instant::now();
+        types.clear();
+        let batch = (0..epoch_size)
+            .map(|i| {
+                let request = workload.next(&mut local, &mut rng);
+                types.push(workload.txn_type(&request));
+                workload.oneshot(&plan, &request, i)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let out = det.submit_epoch(&batch, workers)?;
+        let latency_ns = submitted.elapsed().as_nanos() as u64;
+        if measuring.is_none() {
+            continue;
+        }
+        let s = &out.stats;
+        run.epochs += 1;
+        run.cc_aborts += s.cc_aborts;
+        run.waits += s.waits;
+        run.rows_persisted += s.rows_persisted;
+        run.versions += s.versions;
+        run.split_rows += s.split_rows;
+        run.budget_splits += u64::from(s.parts > 1);
+        run.transient_bytes_peak = run.transient_bytes_peak.max(s.transient_bytes);
+        for (i, v) in [s.log_us, s.init_us, s.exec_us, s.persist_us].into_iter().enumerate() {
+            sums[i] += v;
+        }
+        // Every transaction of the batch was submitted at its start and
+        // answered when the epoch was durable.
+        for (result, &kind) in out.results.iter().zip(&types) {
+            match result {
+                Ok(_) => stats.on_commit(kind, latency_ns),
+                Err(EngineError::Abort(AbortReason::User)) => {
+                    run.user_aborts += 1;
+                    stats.on_user_abort(kind);
+                }
+                Err(_) => run.failed += 1,
+            }
+        }
+    }
+    let (t0, before) = measuring.expect("the loop measures before it stops");
+    run.seconds = t0.elapsed().as_secs_f64().max(1e-9);
+    let nvm = engine.pmem_counters().since(&before);
+    run.committed = stats.commits;
+    let n = run.committed.max(1) as f64;
+    run.txns_per_s = run.committed as f64 / run.seconds;
+    run.nvm_bytes_written_per_commit = nvm.bytes_written as f64 / n;
+    run.lines_flushed_per_commit = nvm.lines_flushed as f64 / n;
+    run.fences_per_commit = nvm.fences as f64 / n;
+    let epochs = run.epochs.max(1) as f64;
+    [run.log_us, run.init_us, run.exec_us, run.persist_us] = sums.map(|s| s / epochs);
+    let latency = stats.latency_ns();
+    if !latency.is_empty() {
+        run.latency_p50_us = latency.value_at_quantile(0.5) as f64 / 1e3;
+        run.latency_p99_us = latency.value_at_quantile(0.99) as f64 / 1e3;
+    }
+    stats.finished_at = Some(Instant::now());
+    Ok(RunResult {
+        seed,
+        threads: workers,
+        txn_types: workload.txn_types().to_vec(),
+        warmup_s: warmup.as_secs_f64(),
+        measured_s: run.seconds,
+        stats,
+        nvm,
+        adaptive: None,
+        checkpoints: None,
+        timeseries: Vec::new(),
+        numa: None,
+        epochs: Some(run),
+    })
+}

@@ -138,6 +138,25 @@ pub fn rdtsc() -> u64 {
     }
 }
 
+/// Read the time-stamp counter after every earlier instruction has executed
+/// and every earlier load is globally visible (`rdtscp`): a stamp taken right
+/// after a memory access does not start the clock while the access's cache
+/// miss is still in flight.
+#[inline]
+pub fn rdtsc_ordered() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut aux = 0u32;
+        // SAFETY: `rdtscp` reads the counter and `IA32_TSC_AUX` into
+        // registers; `aux` is a valid place for the latter.
+        unsafe { std::arch::x86_64::__rdtscp(&mut aux) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        rdtsc()
+    }
+}
+
 /// TSC ticks per nanosecond, measured once against the monotonic clock (20 ms).
 pub fn tsc_ticks_per_ns() -> f64 {
     static RATE: OnceLock<f64> = OnceLock::new();

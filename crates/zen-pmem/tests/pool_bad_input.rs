@@ -17,7 +17,10 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use zen_pmem::header::{self, checksum_word};
-use zen_pmem::{BackendOptions, FsBackend, PageOwner, PmemError, Pool, PoolOptions};
+use zen_pmem::{
+    BackendOptions, DeviceParams, EmuBackend, FsBackend, NvmProfile, PageOwner, PmemError, Pool,
+    PoolOptions,
+};
 
 const PAGE_BYTES: u64 = 64 << 10;
 const PAGES: u64 = 4;
@@ -174,6 +177,39 @@ fn create_refuses_small_pools_and_existing_files() {
             .expect("an existing file is never overwritten");
     assert!(matches!(err, PmemError::AlreadyExists { .. }), "{err:?}");
     assert_eq!(fs::read(&existing).unwrap(), b"precious user data");
+}
+
+#[test]
+fn an_emu_pool_refuses_a_device_model_it_cannot_run_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let optane = NvmProfile::Optane.model();
+    let bad = [
+        (DeviceParams { write_bandwidth_gb_per_s: Some(0.0), ..optane }, "--nvm-write-bw"),
+        (DeviceParams { read_bandwidth_gb_per_s: Some(-2.0), ..optane }, "--nvm-read-bw"),
+        (DeviceParams { media_granularity_bytes: 192, ..optane }, "--nvm-granularity"),
+        (DeviceParams { share_threads: Some(0), ..optane }, "--nvm-share"),
+    ];
+    for (params, flag) in bad {
+        let path = dir.path().join("emu.pool");
+        let opts = BackendOptions { latency: params, ..BackendOptions::new(&path) };
+        let created = Pool::<EmuBackend>::create(&opts, PAGES * PAGE_BYTES, &options());
+        match created {
+            Err(PmemError::InvalidOption { detail, .. }) => {
+                assert!(detail.contains(flag), "{flag}: {detail}")
+            }
+            other => panic!("{flag}: expected InvalidOption, got {:?}", other.err()),
+        }
+        assert!(!path.exists(), "{flag}: a refused create leaves no file");
+        // Opening an existing pool with the bad model is refused the same way.
+        pool_file(dir.path(), "emu.pool");
+        let opened = Pool::<EmuBackend>::open(&opts);
+        assert!(
+            matches!(&opened, Err(PmemError::InvalidOption { detail, .. }) if detail.contains(flag)),
+            "{flag}: {:?}",
+            opened.err()
+        );
+        fs::remove_file(&path).unwrap();
+    }
 }
 
 #[test]

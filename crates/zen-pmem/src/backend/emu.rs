@@ -4,8 +4,11 @@
 //! the slot's write-combining buffer, fences pay the persist latency and
 //! wait for the write bandwidth their media bytes take, reads pay random or
 //! sequential latency and wait for read bandwidth. The delays are TSC
-//! busy-waits (see [`crate::cpu::busy_wait_ns`]); the [`Charge`] goes back to
-//! the caller, which adds it to the worker's counters.
+//! busy-waits to a deadline: the access's stamp (taken after its memory
+//! operation) plus its charge, less what the thread's last wait overshot
+//! ([`Device::stall`]), so that the model's own work is paid out of the
+//! charge. The [`Charge`] goes back to the caller, which adds it to the
+//! worker's counters.
 //!
 //! With an idle device (the `dram` profile) the backend never calls the
 //! model: it is `fs` plus one predictable branch per read, flush and fence.
@@ -13,8 +16,7 @@
 use std::path::Path;
 
 use super::{BackendKind, BackendOptions, FsBackend, PersistenceDomain, PmemBackend};
-use crate::cpu::busy_wait_ns;
-use crate::device::{Charge, Device, DeviceParams};
+use crate::device::{Charge, Clock, Device, DeviceParams};
 use crate::error::{PmemError, Result};
 
 pub struct EmuBackend {
@@ -25,11 +27,16 @@ pub struct EmuBackend {
 }
 
 impl EmuBackend {
-    fn with(inner: FsBackend, params: DeviceParams) -> Result<Self> {
-        params.validate().map_err(|e| PmemError::InvalidOption {
-            path: inner.path().to_path_buf(),
+    /// Refuse a device model the backend cannot run, before any file is
+    /// created or opened; the detail names the `--nvm-*` flag.
+    fn check(opts: &BackendOptions) -> Result<()> {
+        opts.latency.validate().map_err(|e| PmemError::InvalidOption {
+            path: opts.path.clone().unwrap_or_default(),
             detail: e.to_string(),
-        })?;
+        })
+    }
+
+    fn with(inner: FsBackend, params: DeviceParams) -> Result<Self> {
         Ok(EmuBackend {
             inner,
             device: Device::new(params, Default::default()),
@@ -45,18 +52,20 @@ impl EmuBackend {
         &self.device
     }
 
+    /// The device's time now (ordered after the caller's memory access).
     #[inline]
-    fn wait(charge: Charge) -> Charge {
-        busy_wait_ns(charge.stall_ns());
-        charge
+    fn stamp(&self) -> u64 {
+        self.device.clock().now_ns()
     }
 }
 
 impl PmemBackend for EmuBackend {
     fn create(opts: &BackendOptions, len: u64) -> Result<Self> {
+        EmuBackend::check(opts)?;
         EmuBackend::with(FsBackend::create(opts, len)?, opts.latency)
     }
     fn open(opts: &BackendOptions) -> Result<Self> {
+        EmuBackend::check(opts)?;
         EmuBackend::with(FsBackend::open(opts)?, opts.latency)
     }
     fn kind(&self) -> BackendKind {
@@ -80,7 +89,10 @@ impl PmemBackend for EmuBackend {
         if self.idle {
             return 0;
         }
-        Self::wait(self.device.on_read(None, offset, buf.len() as u64)).stall_ns()
+        let started = self.stamp();
+        let charge = self.device.on_read(None, offset, buf.len() as u64, started);
+        self.device.stall(started, &charge);
+        charge.stall_ns()
     }
     #[inline]
     fn read_by(&self, thread: u32, offset: u64, buf: &mut [u8]) -> Charge {
@@ -88,7 +100,10 @@ impl PmemBackend for EmuBackend {
         if self.idle {
             return Charge::default();
         }
-        Self::wait(self.device.on_read(Some(thread), offset, buf.len() as u64))
+        let started = self.stamp();
+        let charge = self.device.on_read(Some(thread), offset, buf.len() as u64, started);
+        self.device.stall(started, &charge);
+        charge
     }
     #[inline]
     fn load_u64(&self, offset: u64) -> u64 {
@@ -123,7 +138,9 @@ impl PmemBackend for EmuBackend {
         if self.idle {
             return Charge::default();
         }
-        Self::wait(self.device.on_fence(thread, lines_flushed))
+        let (charge, started) = self.device.on_fence(thread, lines_flushed);
+        self.device.stall(started, &charge);
+        charge
     }
     fn reserve_space(&self) -> Result<()> {
         self.inner.reserve_space()

@@ -233,10 +233,8 @@ fn configurations_that_make_no_sense_are_refused() {
         );
     }
     assert_eq!(EngineKind::Zen.supported_cc(), &CcKind::ALL);
-    let zen_to = zen_engine::EngineConfig {
-        cc: CcKind::To,
-        ..config(EngineKind::Zen, dir.path(), true)
-    };
+    let zen_to =
+        zen_engine::EngineConfig { cc: CcKind::To, ..config(EngineKind::Zen, dir.path(), true) };
     refused(zen_to, "--engine zen does not run --cc to");
     let wbl = config(EngineKind::Wbl, dir.path(), true);
     refused(

@@ -285,15 +285,7 @@ impl<B: PmemBackend> Shared<B> {
         for (w, gc) in self.gc.iter().enumerate() {
             let mut gc = gc.lock();
             let durable = self.durable_cts[w].load(Ordering::Acquire);
-            while let Some(&g) = gc.garbage.front() {
-                if g.cts > durable || g.cts >= watermark {
-                    break;
-                }
-                gc.garbage.pop_front();
-                if g.tombstone {
-                    gc.tombstones.push_back(g);
-                    continue;
-                }
+            while let Some(g) = gc.next_due(durable, watermark) {
                 taken_from[w] = taken_from[w].min(g.cts);
                 self.cover_with_floor(thread, &g);
                 ready.push(g);

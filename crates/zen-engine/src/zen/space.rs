@@ -120,6 +120,23 @@ impl WorkerGc {
             && self.handoff_overflow.is_empty()
     }
 
+    /// The next queued item that passed S2 (its Tx-CTS durable and below
+    /// `watermark`), in queue order; tombstones that passed it on the way are
+    /// set aside in `tombstones` to wait for S3.
+    pub fn next_due(&mut self, durable: u64, watermark: u64) -> Option<Garbage> {
+        while let Some(&g) = self.garbage.front() {
+            if g.cts > durable || g.cts >= watermark {
+                return None;
+            }
+            self.garbage.pop_front();
+            if !g.tombstone {
+                return Some(g);
+            }
+            self.tombstones.push_back(g);
+        }
+        None
+    }
+
     /// Smallest timestamp of a pending non-tombstone item, `u64::MAX` if none
     /// (S3). By S6 it is the first non-tombstone item in pipeline order.
     pub fn pending_low(&self) -> u64 {

@@ -89,7 +89,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
 
     /// Move ready items (S2, S3) from the front of `garbage` to `to_zero`,
     /// raising their owners' floors where needed (S4); at most `GC_BATCH`
-    /// per fence.
+    /// non-tombstone items per fence (tombstones are only set aside).
     fn collect_ready(&mut self, gc: &mut WorkerGc) {
         if gc.garbage.is_empty() {
             return;
@@ -97,15 +97,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         let watermark = self.s.watermark();
         let durable = self.s.durable_cts[self.id].load(Ordering::Acquire);
         for _ in 0..GC_BATCH {
-            let Some(&g) = gc.garbage.front() else { break };
-            if g.cts > durable || g.cts >= watermark {
-                break;
-            }
-            gc.garbage.pop_front();
-            if g.tombstone {
-                gc.tombstones.push_back(g);
-                continue;
-            }
+            let Some(g) = gc.next_due(durable, watermark) else { break };
             if self.fault(Fault::ReuseWithoutZeroing) {
                 self.free_reclaimed(gc, g.table, g.slot);
                 continue;

@@ -106,6 +106,14 @@ pub trait Transaction {
         limit: usize,
         out: &mut Vec<u64>,
     ) -> Result<()>;
+    /// A hint that the transaction will soon read the rows of `keys` in
+    /// `table`: an engine may start loading what those reads will touch
+    /// (index lines, record words, rows), stage by stage over all the keys,
+    /// so that the cache misses of independent reads overlap instead of
+    /// following one another. No effect on the transaction's result, its
+    /// read set or its isolation; never fails (unknown tables and keys are
+    /// ignored). The default does nothing.
+    fn prefetch(&mut self, _table: TableId, _keys: &[u64]) {}
 }
 
 /// Counters of a worker's Met-Cache (or of an engine's equivalent).
@@ -223,6 +231,9 @@ impl Transaction for Txn<'_, '_> {
         out: &mut Vec<u64>,
     ) -> Result<()> {
         self.inner().lookup_secondary(table, index, prefix, limit, out)
+    }
+    fn prefetch(&mut self, table: TableId, keys: &[u64]) {
+        self.inner().prefetch(table, keys)
     }
 }
 

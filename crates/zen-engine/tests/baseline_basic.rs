@@ -8,7 +8,8 @@ mod baseline_common;
 use baseline_common::*;
 use zen_engine::baseline::{MmdbEngine, WblEngine};
 use zen_engine::{
-    BaselineFault, CcKind, Durability, Engine, EngineKind, Error, Fault, TableId, TxnOptions,
+    BaselineFault, CcKind, Durability, Engine, EngineConfig, EngineKind, Error, Fault, TableId,
+    TxnOptions,
 };
 use zen_pmem::{BackendKind, FsBackend};
 
@@ -538,4 +539,58 @@ fn wbl_reclaims_superseded_versions_and_caches_within_its_budget() {
     assert_eq!(sum, expected);
     e.check_invariants().unwrap();
     Box::new(engine).close().unwrap();
+}
+
+/// `Transaction::prefetch` is a hint and nothing more, on every engine and
+/// protocol: keys that are absent, out of range or of an unknown table are
+/// ignored; reads after it see the committed rows; and a prefetched key is
+/// not in the read set (a concurrent update of it does not abort the
+/// transaction that prefetched it).
+#[test]
+fn prefetch_is_a_hint_on_every_engine_and_protocol() {
+    use zen_engine::Transaction;
+    for kind in EngineKind::ALL {
+        for &cc in kind.supported_cc() {
+            let dir = tempfile::tempdir().unwrap();
+            let base = config(kind, dir.path(), true);
+            let engine = zen_engine::open(&EngineConfig { cc, pool_size_bytes: 64 << 20, ..base })
+                .unwrap_or_else(|e| panic!("{} {}: {e}", kind.name(), cc.name()));
+            let what = format!("{} / {}", kind.name(), cc.name());
+            let t = engine.create_table(&accounts()).unwrap();
+            let mut w = engine.worker().unwrap();
+            w.run(&immediate(), |tx| (0..50).try_for_each(|k| tx.insert(t, k, &row(k as i64))))
+                .unwrap();
+            let keys: Vec<u64> =
+                (0..60).chain([zen_engine::schema::MAX_KEY + 5, u64::MAX]).collect();
+            let mut out = vec![0u8; ROW];
+            w.run(&opts(), |tx| {
+                tx.prefetch(TableId(99), &keys);
+                tx.prefetch(t, &keys);
+                for k in 0..50 {
+                    assert!(tx.get(t, k, &mut out)?, "{what}: key {k} after prefetch");
+                    assert_eq!(value(&out), k as i64, "{what}: key {k}");
+                }
+                assert!(!tx.get(t, 55, &mut out)?, "{what}: absent key 55 after prefetch");
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+
+            // Prefetch key 7 in an open transaction; another worker updates
+            // it; the first transaction then writes key 8 and commits.
+            let mut other = engine.worker().unwrap();
+            match w.begin(&immediate()) {
+                Ok(mut tx) => {
+                    tx.prefetch(t, &[7]);
+                    other.run(&immediate(), |o| o.update(t, 7, &row(-7))).unwrap();
+                    tx.update(t, 8, &row(-8)).unwrap();
+                    tx.commit()
+                        .unwrap_or_else(|e| panic!("{what}: prefetch joined the read set: {e}"));
+                }
+                Err(Error::Unsupported(_)) => {}
+                Err(e) => panic!("{what}: begin: {e}"),
+            }
+            drop((w, other));
+            engine.check_invariants().unwrap_or_else(|e| panic!("{what}: {e}"));
+        }
+    }
 }

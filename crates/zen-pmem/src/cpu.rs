@@ -101,6 +101,38 @@ pub(crate) fn store_fence() {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
+/// [`prefetch`] of the line holding address `p`, for memory that Rust holds
+/// no reference to (a pool's mapping). Any address will do: a prefetch of an
+/// unmapped address is dropped by the CPU, never faults.
+#[inline(always)]
+pub fn prefetch_addr(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: as in `prefetch`: `prefetcht0` reads no architectural state,
+        // cannot fault (not even on an unmapped address) and changes no memory.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>())
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Lines [`prefetch_lines`] asks for at most: past them, the copy of a row
+/// is sequential and the hardware's stream prefetcher follows it.
+pub const PREFETCH_LINES_MAX: usize = 8;
+
+/// Hint the CPU to bring the cache lines of `words` (a row) into all cache
+/// levels: one [`prefetch`] per 64-byte line, the first
+/// [`PREFETCH_LINES_MAX`] lines.
+#[inline(always)]
+pub fn prefetch_lines<T>(words: &[T]) {
+    let per_line = (64 / std::mem::size_of::<T>().max(1)).max(1);
+    for w in words.iter().step_by(per_line).take(PREFETCH_LINES_MAX) {
+        prefetch(w);
+    }
+}
+
 /// Hint the CPU to bring the cache line holding `*value` into all cache levels.
 ///
 /// For chains of dependent loads (index → record word → Met-Cache entry →

@@ -917,6 +917,13 @@ impl<B: PmemBackend> Persister<'_, B> {
         self.counters.on_charge(&charge);
     }
 
+    /// A hint that `[offset, offset + len)` will be read soon
+    /// ([`PmemBackend::prefetch`]); not counted.
+    #[inline]
+    pub fn prefetch(&self, offset: u64, len: u64) {
+        self.backend.prefetch(offset, len);
+    }
+
     /// Atomic load of an aligned 8-byte word (not counted: metadata probes).
     #[inline]
     pub fn read_u64(&self, offset: u64) -> u64 {

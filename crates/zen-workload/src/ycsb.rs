@@ -754,7 +754,19 @@ impl Workload for Ycsb {
         if let Some((kind, seed)) = request.long {
             return self.execute_long(local, tx, kind, seed);
         }
-        for op in request.ops() {
+        let ops = request.ops();
+        if ops.len() > 1 {
+            // The operations' keys are known up front and independent: ask
+            // for all of their rows first, so that their misses overlap.
+            let mut keys = [0u64; MAX_REQUESTS];
+            let mut n = 0;
+            for key in ops.iter().filter_map(op_key) {
+                keys[n] = key;
+                n += 1;
+            }
+            tx.prefetch(local.table, &keys[..n]);
+        }
+        for op in ops {
             Self::execute_op(local, tx, *op)?;
         }
         Ok(())

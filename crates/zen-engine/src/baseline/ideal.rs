@@ -98,6 +98,12 @@ impl Store for IdealStore {
         true
     }
 
+    fn prefetch_row(_core: &Core<Self>, t: &Table<DramRows>, rid: u64) {
+        if rid < t.ext.capacity() {
+            t.ext.prefetch(rid);
+        }
+    }
+
     fn read_row_quiescent(
         _core: &Core<Self>,
         t: &Table<DramRows>,

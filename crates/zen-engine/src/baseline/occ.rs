@@ -153,6 +153,11 @@ pub trait Store: Send + Sync + Sized + 'static {
         out: &mut [u8],
     ) -> bool;
 
+    /// Start loading the row of `rid` (a hint for
+    /// [`crate::api::Transaction::prefetch`]; the record's words are
+    /// prefetched by the core). The default does nothing.
+    fn prefetch_row(_core: &Core<Self>, _t: &Table<Self::TableExt>, _rid: u64) {}
+
     /// Read the live row of `rid` in a quiescent engine (checks, checkpoints).
     fn read_row_quiescent(
         core: &Core<Self>,

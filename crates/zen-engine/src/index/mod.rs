@@ -45,6 +45,11 @@ pub use secondary::{
     removes_an_entry as secondary_removes_an_entry,
 };
 
+/// Keys `Transaction::prefetch` handles a stage at a time: enough misses in
+/// flight to fill a core's miss buffers, few enough that the first key's lines
+/// are still in L1 when its read comes.
+pub const PREFETCH_GROUP: usize = 16;
+
 /// Key → record id, ordered, lock-free.
 #[derive(Default)]
 pub struct PrimaryIndex {
@@ -57,6 +62,13 @@ impl PrimaryIndex {
     #[inline]
     pub fn get(&self, key: u64) -> Option<u64> {
         self.point.get(key)
+    }
+
+    /// Start loading the point-index line of `key` (see
+    /// [`crate::api::Transaction::prefetch`]).
+    #[inline]
+    pub fn prefetch(&self, key: u64) {
+        self.point.prefetch(key);
     }
 
     /// Give `key` the record `rid` unless it has one; returns the record id

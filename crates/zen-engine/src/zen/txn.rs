@@ -28,6 +28,7 @@ use crate::api::{CacheStats, Durability, TableId, TxnOptions};
 use crate::cc::{Protocol, ReadItem, silo};
 use crate::error::{AbortReason, Error, Result};
 use crate::heap::{self, SlotHeader};
+use crate::index::PREFETCH_GROUP;
 use crate::sched;
 use crate::schema::MAX_KEY;
 
@@ -605,6 +606,50 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         }
         self.reads.push(ReadItem { table: table.0, rid, loc, observed, wts: self.last_wts });
         Ok(loc != LOC_EMPTY && observed & silo::ABSENT == 0)
+    }
+
+    /// `Transaction::prefetch`: in groups of [`PREFETCH_GROUP`] keys, the
+    /// point-index lines of every key, then each found record's location
+    /// word, then the Met-Cache entry header and row it names: the four
+    /// dependent misses of a cold read, overlapped across the group. A
+    /// location that names a heap slot (not cached) is left to `cache_in`.
+    /// Reads nothing into the read set and writes nothing.
+    pub(crate) fn prefetch(&mut self, table: TableId, keys: &[u64]) {
+        let Ok(t) = self.table(table) else { return };
+        let mut rids = [0u64; PREFETCH_GROUP];
+        for group in keys.chunks(PREFETCH_GROUP) {
+            for &key in group {
+                t.index.prefetch(key);
+            }
+            let mut found = 0;
+            for &key in group {
+                if let Some(rid) = t.lookup(key) {
+                    zen_pmem::cpu::prefetch(t.records.loc(rid));
+                    rids[found] = rid;
+                    found += 1;
+                }
+            }
+            for &rid in &rids[..found] {
+                let loc = t.records.loc(rid).load(Ordering::Relaxed);
+                match loc_entry(loc) {
+                    Some((w, idx)) if w < t.caches.len() => {
+                        let (region, e) = (&t.caches[w], t.caches[w].entry(idx));
+                        // The header's words may straddle two lines.
+                        zen_pmem::cpu::prefetch(&e.key);
+                        zen_pmem::cpu::prefetch(&e.cc[3]);
+                        zen_pmem::cpu::prefetch_lines(region.data(idx));
+                    }
+                    Some(_) => {}
+                    // Not cached: `cache_in` will read the heap slot.
+                    None if loc != LOC_EMPTY => self
+                        .s
+                        .pool
+                        .persister(self.thread)
+                        .prefetch(loc, heap::SLOT_HEADER_BYTES + t.row_bytes as u64),
+                    None => {}
+                }
+            }
+        }
     }
 
     fn push_write(&mut self, t: &Table, key: u64, rid: u64, kind: WriteKind, row: Option<&[u8]>) {

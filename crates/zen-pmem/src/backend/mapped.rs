@@ -172,6 +172,10 @@ macro_rules! delegate_to_mapping {
             self.map.load_u64(offset)
         }
         #[inline]
+        fn prefetch(&self, offset: u64, len: u64) {
+            self.map.prefetch(offset, len)
+        }
+        #[inline]
         fn write(&self, _thread: u32, offset: u64, data: &[u8]) {
             self.map.write(offset, data)
         }

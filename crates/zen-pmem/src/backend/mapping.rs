@@ -81,6 +81,20 @@ impl Mapping {
         unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(at), buf.as_mut_ptr(), buf.len()) }
     }
 
+    /// Start loading the lines of `[offset, offset + len)`; a range outside
+    /// the mapping is ignored (a hint, never an error).
+    #[inline]
+    pub(crate) fn prefetch(&self, offset: u64, len: u64) {
+        let Some(end) = offset.checked_add(len).filter(|&end| end <= self.len as u64) else {
+            return;
+        };
+        let mut line = offset as usize / CACHE_LINE * CACHE_LINE;
+        while line < end as usize {
+            cpu::prefetch_addr(self.ptr.wrapping_add(line));
+            line += CACHE_LINE;
+        }
+    }
+
     #[inline]
     pub(crate) fn write(&self, offset: u64, data: &[u8]) {
         let at = self.check_range(offset, data.len() as u64);

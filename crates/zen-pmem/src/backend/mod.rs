@@ -227,6 +227,12 @@ pub trait PmemBackend: Send + Sync + Sized + 'static {
 
     /// Copy `buf.len()` bytes at `offset` into `buf`; returns nanoseconds of emulated stall.
     fn read(&self, offset: u64, buf: &mut [u8]) -> u64;
+    /// A hint that `[offset, offset + len)` will be read soon: the mapped
+    /// backends start loading its lines into the CPU caches. No data moves,
+    /// nothing is counted or charged, a range outside the pool is ignored.
+    /// The default (memory, emulated and simulated backends) does nothing:
+    /// `emu` charges its modelled latency on the read itself.
+    fn prefetch(&self, _offset: u64, _len: u64) {}
     /// Atomic (acquire) load of the aligned 8-byte word at `offset`.
     fn load_u64(&self, offset: u64) -> u64;
     /// Store `data` at `offset` (not failure-atomic beyond 8-byte aligned words).

@@ -299,6 +299,12 @@ impl DramRows {
         crate::words::load_row(self.words(index), out);
     }
 
+    /// Start loading every line of row `index`.
+    #[inline]
+    pub fn prefetch(&self, index: u64) {
+        zen_pmem::cpu::prefetch_lines(self.words(index));
+    }
+
     /// Store `row` into row `index` (the caller holds the record's lock).
     #[inline]
     pub fn write(&self, index: u64, row: &[u8]) {

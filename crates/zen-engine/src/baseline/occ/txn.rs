@@ -34,6 +34,7 @@ use crate::api::{
     CacheStats, CommitInfo, Durability, EngineWorker, TableId, Transaction, TxnOptions,
 };
 use crate::error::{AbortReason, Error, Result};
+use crate::index::PREFETCH_GROUP;
 use crate::schema::MAX_KEY;
 
 /// Spins on a record locked by a committer before giving up.
@@ -326,6 +327,25 @@ impl<'e, S: Store> OccWorker<'e, S> {
             }
         }
         Err(Error::Abort(AbortReason::LockTimeout))
+    }
+
+    /// `Transaction::prefetch`: in groups of [`PREFETCH_GROUP`] keys, first
+    /// every key's point-index line, then, once those have had time to
+    /// arrive, each found key's record words and row (`Store::prefetch_row`).
+    /// Reads nothing into the read set and writes nothing.
+    fn prefetch(&mut self, table: TableId, keys: &[u64]) {
+        let Ok(t) = self.table(table) else { return };
+        for group in keys.chunks(PREFETCH_GROUP) {
+            for &key in group {
+                t.index.prefetch(key);
+            }
+            for &key in group {
+                if let Some(rid) = t.lookup(key) {
+                    zen_pmem::cpu::prefetch(t.records.get(rid));
+                    S::prefetch_row(self.core, t, rid);
+                }
+            }
+        }
     }
 
     /// Table `table`, borrowed from the engine's registry for as long as the
@@ -721,6 +741,9 @@ impl<S: Store> Transaction for OccTxn<'_, '_, S> {
     ) -> Result<()> {
         self.w.lookup_secondary(table, index, prefix, limit, out)
     }
+    fn prefetch(&mut self, table: TableId, keys: &[u64]) {
+        self.w.prefetch(table, keys)
+    }
 }
 
 impl<S: Store> EngineWorker for OccWorker<'_, S> {
@@ -837,6 +860,9 @@ impl<S: Store> Transaction for OccWorker<'_, S> {
         out: &mut Vec<u64>,
     ) -> Result<()> {
         OccWorker::lookup_secondary(self, table, index, prefix, limit, out)
+    }
+    fn prefetch(&mut self, table: TableId, keys: &[u64]) {
+        OccWorker::prefetch(self, table, keys)
     }
 }
 

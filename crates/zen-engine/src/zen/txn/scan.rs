@@ -235,6 +235,9 @@ impl<B: PmemBackend, P: Protocol> Transaction for ZenWorker<'_, B, P> {
     ) -> Result<()> {
         ZenWorker::lookup_secondary(self, table, index, prefix, limit, out)
     }
+    fn prefetch(&mut self, table: TableId, keys: &[u64]) {
+        ZenWorker::prefetch(self, table, keys)
+    }
 }
 
 impl<B: PmemBackend, P: Protocol> Transaction for ZenTxn<'_, '_, B, P> {
@@ -271,5 +274,8 @@ impl<B: PmemBackend, P: Protocol> Transaction for ZenTxn<'_, '_, B, P> {
         out: &mut Vec<u64>,
     ) -> Result<()> {
         self.w.lookup_secondary(table, index, prefix, limit, out)
+    }
+    fn prefetch(&mut self, table: TableId, keys: &[u64]) {
+        self.w.prefetch(table, keys)
     }
 }

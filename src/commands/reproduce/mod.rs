@@ -86,7 +86,9 @@ pub fn state(catalog: &Catalog, f: &Figure, scale: &str) -> State {
         return State::Blocked(why.clone());
     }
     if !f.scale.contains_key(scale) {
-        return State::Blocked(format!("the file has no `{scale}` scale (a study has no paper setup)"));
+        return State::Blocked(format!(
+            "the file has no `{scale}` scale (a study has no paper setup)"
+        ));
     }
     if f.real_pmem && !has_dax_mount() {
         return State::NeedsRealPmem;
@@ -153,9 +155,8 @@ pub fn reproduce(args: &ReproduceArgs) -> CliResult {
     let chosen = select(&catalog, which)?;
     // A figure named on its own must run; `all` and `studies` skip what cannot.
     let named = |f: &Figure| which.split(',').any(|w| w.trim() == f.id);
-    if let Some(f) = chosen
-        .iter()
-        .find(|f| named(f) && state(&catalog, f, &args.scale) != State::Runnable)
+    if let Some(f) =
+        chosen.iter().find(|f| named(f) && state(&catalog, f, &args.scale) != State::Runnable)
     {
         return Err(CliError::Failed(format!(
             "{} is not runnable here: {}",
@@ -220,7 +221,9 @@ fn select<'a>(catalog: &'a Catalog, which: &str) -> CliResult<Vec<&'a Figure>> {
     let mut ids: Vec<&str> = Vec::new();
     for w in which.split(',').map(str::trim) {
         let add: Vec<&str> = match w {
-            "all" => catalog.figures.iter().filter(|f| !f.is_study()).map(|f| f.id.as_str()).collect(),
+            "all" => {
+                catalog.figures.iter().filter(|f| !f.is_study()).map(|f| f.id.as_str()).collect()
+            }
             "studies" => {
                 catalog.figures.iter().filter(|f| f.is_study()).map(|f| f.id.as_str()).collect()
             }
@@ -305,8 +308,8 @@ fn write_report(catalog: &Catalog, out: &Path, manifest: &Manifest) -> CliResult
 /// The body of a report of one result directory: the summary table of its
 /// figures, then a section per figure that ran, headings at `level`; the
 /// pictures are linked as `{link}<id>/<id>.svg`. Figures that ran are drawn
-/// from their `results.json` (which holds the figure file they ran), the
-/// others from `catalog`.
+/// from their `results.json` (which holds the figure file they ran) with the
+/// `notes` of `catalog`'s file of the same id, the others from `catalog`.
 fn render_dir(
     catalog: &Catalog,
     dir: &Path,
@@ -319,7 +322,12 @@ fn render_dir(
     for id in &manifest.figures {
         let results_path = dir.join(id).join("results.json");
         let (f, verdict) = if results_path.exists() {
-            let r = Results::read(&results_path)?;
+            let mut r = Results::read(&results_path)?;
+            // The prose is the figure file's as it is now, so that an edited
+            // `notes` shows without running the figure again.
+            if let Ok(now) = catalog.get(id) {
+                r.figure.notes.clone_from(&now.notes);
+            }
             let svg = format!("{link}{id}/{id}.svg");
             let (section, v) = verdict::figure_section(&r, Some(&svg), level);
             sections.push_str(&section);
@@ -376,10 +384,17 @@ pub fn report(args: &ReportArgs) -> CliResult {
     let catalog = Catalog::load(&figures_dir(args.figures.as_deref()))?;
     let manifests: Vec<Manifest> =
         args.dirs.iter().map(|d| read_manifest(d)).collect::<CliResult<_>>()?;
-    let text = render_document(&catalog, &args.dirs, &manifests, &args.out, &args.title)?;
     if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
     }
+    let text = render_document(
+        &catalog,
+        &args.dirs,
+        &manifests,
+        &args.out,
+        &args.title,
+        args.figures.as_deref(),
+    )?;
     std::fs::write(&args.out, text).map_err(|e| io_error(&args.out, e))?;
     eprintln!("wrote {}", args.out.display());
     Ok(())
@@ -391,13 +406,17 @@ fn render_document(
     manifests: &[Manifest],
     out: &Path,
     title: &str,
+    figures: Option<&Path>,
 ) -> CliResult<String> {
-    let command = format!(
+    let mut command = format!(
         "zen report {} --out {} --title {}",
         dirs.iter().map(|d| shell_word(&d.display().to_string())).collect::<Vec<_>>().join(" "),
         shell_word(&out.display().to_string()),
         shell_word(title)
     );
+    if let Some(f) = figures {
+        command.push_str(&format!(" --figures {}", shell_word(&f.display().to_string())));
+    }
     let mut s = String::new();
     let _ = writeln!(
         s,

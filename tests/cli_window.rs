@@ -90,3 +90,36 @@ fn checkpoints_count_the_measured_window_only() {
     let taken = get("on_log_pressure") - get("failed_on_log_pressure");
     assert!(taken >= 1 && taken <= end - start, "{c}");
 }
+
+#[test]
+fn numa_counters_of_the_whole_run_say_so_in_their_names() {
+    let out = ok(&[
+        "bench",
+        "ycsb",
+        "--numa-nodes",
+        "2",
+        "--numa-mode",
+        "soft-partition",
+        "--records",
+        "2000",
+        "--threads",
+        "2",
+        "--warmup",
+        "100ms",
+        "--duration",
+        "150ms",
+        "--format",
+        "json",
+    ]);
+    let json: Value = serde_json::from_str(&out).unwrap();
+    let schema: Value = serde_json::from_str(include_str!("../docs/summary.schema.json")).unwrap();
+    let problems = zen_workload::jsonschema::validate(&json, &schema);
+    assert!(problems.is_empty(), "{problems:#?}");
+    let numa = &json["numa"];
+    // `measured` is the window's; the placement and routing counters run
+    // from the start, warmup included, and are named for it.
+    assert!(numa["measured"].is_object(), "{numa}");
+    assert!(numa["engine_whole_run"]["total"].is_object(), "{numa}");
+    assert!(numa["route_whole_run"].is_object(), "{numa}");
+    assert!(numa.get("engine").is_none() && numa.get("route").is_none(), "{numa}");
+}

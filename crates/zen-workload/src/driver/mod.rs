@@ -209,9 +209,12 @@ impl CheckpointWindow {
 pub struct NumaRun {
     /// Local and remote accesses during the measured interval.
     pub measured: NumaCounters,
-    /// Placement and whole-run counters at the end.
+    /// Placement and whole-run counters at the end (warmup included, so
+    /// the JSON name says so: one window for every counter, issue 19).
+    #[serde(rename = "engine_whole_run")]
     pub engine: NumaStats,
-    /// Routing decisions (soft-partition mode only).
+    /// Routing decisions of the whole run (soft-partition mode only).
+    #[serde(rename = "route_whole_run")]
     pub route: Option<RouteStats>,
     /// Each table's partition key, as the workload declares it.
     pub partition_keys: Vec<(String, String)>,

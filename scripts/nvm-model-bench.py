@@ -1,4 +1,4 @@
-# Tables of scripts/nvm-model-bench.sh runs (docs/results-engines.md, "With the device model"):
+# Tables of scripts/nvm-model-bench.sh runs (docs/results-nvm-model.md):
 # per cell and engine, the median over the repetitions of each figure.
 import glob, json, os, re, statistics, sys
 

@@ -7,7 +7,7 @@
 #   done; done
 #   /work/bin/zbench scripts/nvm-model-bench.sh target/release/zen results/nvm-model overhead 1
 # Then `python3 scripts/nvm-model-bench.py results/nvm-model` prints the tables of
-# docs/results-engines.md ("With the device model"): medians over the repetitions.
+# docs/results-nvm-model.md: medians over the repetitions.
 set -u
 Z=${1:-target/release/zen}
 OUT=${2:-results/nvm-model}

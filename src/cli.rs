@@ -46,6 +46,8 @@ pub enum Command {
     Reproduce(ReproduceArgs),
     /// Draw a figure from `zen reproduce` results files into an SVG.
     Plot(PlotArgs),
+    /// Write a markdown document (e.g. docs/results.md) from `zen reproduce` result directories.
+    Report(ReportArgs),
     /// Measure NVM read latency, persist latency and bandwidth through the
     /// persist primitives, beside the device model's targets (Intel MLC-like).
     Probe(crate::commands::probe::ProbeArgs),
@@ -419,7 +421,7 @@ pub struct ListArgs {
 
 #[derive(Debug, Args)]
 pub struct ReproduceArgs {
-    /// A figure id (see --list), several separated by commas, or `all`.
+    /// A figure id (see --list), several separated by commas, `all` (every paper figure) or `studies` (every study).
     pub figure: Option<String>,
     /// List every figure, its engines and whether it can run here.
     #[arg(long)]
@@ -451,6 +453,22 @@ pub struct ReproduceArgs {
     /// Kill a run after this many seconds.
     #[arg(long, default_value_t = 900)]
     pub run_timeout: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Result directories of `zen reproduce` (each holds reproduce.json), in the order shown.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// The markdown file to write (replaced).
+    #[arg(long, value_name = "FILE.md")]
+    pub out: PathBuf,
+    /// The document's title.
+    #[arg(long, default_value = "Benchmark results")]
+    pub title: String,
+    /// Directory of the figure files, for figures that did not run (default: ./figures, else the source tree's).
+    #[arg(long, value_name = "DIR")]
+    pub figures: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

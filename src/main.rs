@@ -37,6 +37,7 @@ fn dispatch(cli: &Cli) -> CliResult {
         Command::List(args) => commands::list::list(args),
         Command::CrashTest(args) => commands::crash_test::crash_test(args),
         Command::Reproduce(args) => commands::reproduce::reproduce(args),
+        Command::Report(args) => commands::reproduce::report(args),
         Command::Plot(args) => commands::plot::plot(&args.results, &args.out),
         Command::Probe(args) => commands::probe::probe(args),
     }

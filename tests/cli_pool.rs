@@ -169,7 +169,7 @@ fn a_per_node_pool_survives_a_crash_and_keeps_each_nodes_pages_in_its_file() {
     ]
     .concat()))
     .unwrap();
-    let engine = &run_json["numa"]["engine"];
+    let engine = &run_json["numa"]["engine_whole_run"];
     assert_eq!(engine["memory_binding"]["attempted"], false, "virtual nodes bind nothing");
     let worker_nodes: Vec<u64> = serde_json::from_value(engine["worker_nodes"].clone()).unwrap();
     assert_eq!(worker_nodes, [0, 1]);

@@ -122,6 +122,14 @@ pub fn draw(results: &[Results], out: &Path) -> CliResult {
     Ok(())
 }
 
+/// The caption's font size: 18, smaller for a caption that would not fit the
+/// plot's width at 18 (at most about 0.48 em per character of a sans-serif font).
+fn caption_size(caption: &str) -> u32 {
+    let width = f64::from(WIDTH - LEGEND_WIDTH) - 20.0;
+    let fit = width / (0.48 * caption.chars().count() as f64);
+    fit.clamp(10.0, 18.0) as u32
+}
+
 struct Ctx<'a> {
     f: &'a Figure,
     points: &'a [String],
@@ -159,7 +167,7 @@ where
     // key points are exactly the integers.
     let n = ctx.points.len();
     let mut chart = ChartBuilder::on(area)
-        .caption(caption, ("sans-serif", 18))
+        .caption(caption, ("sans-serif", caption_size(caption)))
         .margin(12)
         .x_label_area_size(56)
         .y_label_area_size(80)
@@ -251,7 +259,7 @@ fn lines(
     macro_rules! body {
         ($xr:expr, $yr:expr) => {{
             let mut chart = ChartBuilder::on(area)
-                .caption(caption, ("sans-serif", 18))
+                .caption(caption, ("sans-serif", caption_size(caption)))
                 .margin(12)
                 .x_label_area_size(56)
                 .y_label_area_size(80)

@@ -243,9 +243,9 @@ pub struct Report {
     /// protocol that runs it, adaptive on).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adaptive: Option<AdaptiveStats>,
-    /// Checkpoints at the end of the run (mmdb).
+    /// Checkpoints over the measured interval (mmdb).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub checkpoints: Option<zen_engine::api::CheckpointStats>,
+    pub checkpoints: Option<crate::driver::CheckpointWindow>,
     /// Heap allocations of the worker threads in the measured interval
     /// (when the counting allocator is installed, as in the `zen` binary).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -392,7 +392,8 @@ impl Report {
         };
         let _ = writeln!(
             out,
-            "checkpoints       current seq {} · {} taken because the log filled the pool{failed}",
+            "checkpoints       seq {} → {} · {} taken in the measured interval because the log filled the pool{failed}",
+            group(c.seq_at_start),
             group(c.seq),
             group(c.on_log_pressure),
         );
@@ -693,7 +694,7 @@ fn utc_timestamp() -> String {
 
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
 /// (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

@@ -18,6 +18,12 @@ pub const FIGURE_SCHEMA: u32 = 1;
 /// The scale presets every figure defines.
 pub const SCALES: [&str; 3] = ["tiny", "small", "paper"];
 const WORKLOADS: [&str; 3] = ["ycsb", "tpcc", "smallbank"];
+/// The papers a figure file may reproduce, and `study`: a sweep of our own
+/// in the same format (no paper, no claims), e.g. the benchmark tables of
+/// `docs/results.md`.
+pub const PAPERS: [&str; 5] = ["zen+", "zen", "nvcaracal", "falcon", STUDY];
+/// The `paper` of a study.
+pub const STUDY: &str = "study";
 /// Flags `reproduce` sets itself on every run.
 const RESERVED: [&str; 5] = ["--engine", "--seed", "--format", "--out", "--pool"];
 
@@ -65,7 +71,7 @@ pub struct Figure {
     pub schema: u32,
     /// The file name without `.toml`; what `zen reproduce ID` takes.
     pub id: String,
-    /// `zen+`, `zen`, `nvcaracal` or `falcon`.
+    /// `zen+`, `zen`, `nvcaracal`, `falcon`, or `study` (a sweep of our own).
     pub paper: String,
     /// As the paper numbers it, e.g. `Fig. 8`.
     pub figure: String,
@@ -86,6 +92,10 @@ pub struct Figure {
     pub explain: Vec<String>,
     #[serde(default)]
     pub claims: Vec<Claim>,
+    /// Ratios of two series reported per x point (median of the ratios of
+    /// runs of the same repetition, and each repetition's).
+    #[serde(default)]
+    pub compare: Vec<Compare>,
     /// Why the figure cannot run in this build although its engines exist.
     #[serde(default)]
     pub blocked: Option<String>,
@@ -160,6 +170,14 @@ pub struct Scale {
     /// Cores the machine needs for this scale to mean what the paper measured.
     #[serde(default)]
     pub min_cores: Option<usize>,
+}
+
+/// `series` ÷ `over` at every x point where both ran.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compare {
+    pub series: String,
+    pub over: String,
 }
 
 /// A fact the paper states about the figure.
@@ -288,6 +306,15 @@ fn validate(file: &Path, f: &Figure, planned: &Planned) -> Result<(), FigureErro
     if f.id != stem {
         return err("id", format!("is `{}` but the file is named `{stem}.toml`", f.id));
     }
+    if !PAPERS.contains(&f.paper.as_str()) {
+        return err("paper", format!("`{}` is not one of {}", f.paper, PAPERS.join(", ")));
+    }
+    if f.is_study() && !f.claims.is_empty() {
+        return err(
+            "claims",
+            "a study has no paper, so no paper's facts to judge (use `compare` for ratios)".into(),
+        );
+    }
     if !WORKLOADS.contains(&f.workload.as_str()) {
         return err("workload", format!("`{}` is not one of {}", f.workload, WORKLOADS.join(", ")));
     }
@@ -345,6 +372,10 @@ fn validate(file: &Path, f: &Figure, planned: &Planned) -> Result<(), FigureErro
     }
     for scale in SCALES {
         let Some(s) = f.scale.get(scale) else {
+            // A study has no paper, so no paper-sized setup to give.
+            if f.is_study() && scale == "paper" {
+                continue;
+            }
             return err(&format!("scale.{scale}"), "missing".to_string());
         };
         if s.reps == 0 {
@@ -406,6 +437,16 @@ fn validate(file: &Path, f: &Figure, planned: &Planned) -> Result<(), FigureErro
             return err(&format!("{field}.points"), format!("no x point `{p}`"));
         }
     }
+    for (i, c) in f.compare.iter().enumerate() {
+        for (name, field) in [(&c.series, "series"), (&c.over, "over")] {
+            if !names.contains(name.as_str()) {
+                return err(&format!("compare[{i}].{field}"), format!("no series named `{name}`"));
+            }
+        }
+        if c.series == c.over {
+            return err(&format!("compare[{i}].over"), "is the series itself".into());
+        }
+    }
     Ok(())
 }
 
@@ -434,6 +475,11 @@ fn check_flags(file: &Path, fields: &[String], lists: &[&[String]]) -> Result<()
 }
 
 impl Figure {
+    /// A sweep of our own (`paper = "study"`), not a paper's figure.
+    pub fn is_study(&self) -> bool {
+        self.paper == STUDY
+    }
+
     /// The x points of `scale`, in file order.
     pub fn points(&self, scale: &str) -> Vec<&Point> {
         let keep = self.scale.get(scale).and_then(|s| s.points.as_ref());

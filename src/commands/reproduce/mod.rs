@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::ReproduceArgs;
+use crate::cli::{ReportArgs, ReproduceArgs};
 use crate::error::{CliError, CliResult};
 use figure::{Catalog, Figure, FigureError};
 use results::{Results, ResultsError};
@@ -85,6 +85,11 @@ pub fn state(catalog: &Catalog, f: &Figure, scale: &str) -> State {
     if let Some(why) = &f.blocked {
         return State::Blocked(why.clone());
     }
+    if !f.scale.contains_key(scale) {
+        return State::Blocked(format!(
+            "the file has no `{scale}` scale (a study has no paper setup)"
+        ));
+    }
     if f.real_pmem && !has_dax_mount() {
         return State::NeedsRealPmem;
     }
@@ -147,13 +152,11 @@ pub fn reproduce(args: &ReproduceArgs) -> CliResult {
     let Some(out) = args.out.as_deref() else {
         return Err(CliError::usage("--out DIR is required"));
     };
-    let chosen: Vec<&Figure> = if which == "all" {
-        catalog.figures.iter().collect()
-    } else {
-        which.split(',').map(|id| catalog.get(id.trim())).collect::<Result<_, _>>()?
-    };
-    if which != "all"
-        && let Some(f) = chosen.iter().find(|f| state(&catalog, f, &args.scale) != State::Runnable)
+    let chosen = select(&catalog, which)?;
+    // A figure named on its own must run; `all` and `studies` skip what cannot.
+    let named = |f: &Figure| which.split(',').any(|w| w.trim() == f.id);
+    if let Some(f) =
+        chosen.iter().find(|f| named(f) && state(&catalog, f, &args.scale) != State::Runnable)
     {
         return Err(CliError::Failed(format!(
             "{} is not runnable here: {}",
@@ -212,28 +215,34 @@ pub fn reproduce(args: &ReproduceArgs) -> CliResult {
     Ok(())
 }
 
+/// The figures `which` names: ids separated by commas, `all` (every paper
+/// figure) and `studies` (every study), each figure once, in catalog order.
+fn select<'a>(catalog: &'a Catalog, which: &str) -> CliResult<Vec<&'a Figure>> {
+    let mut ids: Vec<&str> = Vec::new();
+    for w in which.split(',').map(str::trim) {
+        let add: Vec<&str> = match w {
+            "all" => {
+                catalog.figures.iter().filter(|f| !f.is_study()).map(|f| f.id.as_str()).collect()
+            }
+            "studies" => {
+                catalog.figures.iter().filter(|f| f.is_study()).map(|f| f.id.as_str()).collect()
+            }
+            id => vec![catalog.get(id)?.id.as_str()],
+        };
+        for id in add {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    Ok(catalog.figures.iter().filter(|f| ids.contains(&f.id.as_str())).collect())
+}
+
 /// Check `out` and record the figures it will hold.
 fn open_out(out: &Path, scale: &str, ids: &[String], resume: bool) -> CliResult<Manifest> {
     let path = out.join("reproduce.json");
     let mut manifest = if path.exists() {
-        let text = std::fs::read_to_string(&path).map_err(|e| io_error(&path, e))?;
-        let m: Manifest = serde_json::from_str(&text)
-            .ok()
-            .filter(|m: &Manifest| m.kind == MANIFEST_KIND)
-            .ok_or_else(|| {
-                CliError::usage(format!(
-                    "{}: not a `zen reproduce` directory manifest",
-                    path.display()
-                ))
-            })?;
-        if m.schema_version != results::RESULTS_SCHEMA {
-            return Err(CliError::usage(format!(
-                "{}: written with schema {}; this build reads schema {}",
-                path.display(),
-                m.schema_version,
-                results::RESULTS_SCHEMA
-            )));
-        }
+        let m = read_manifest(out)?;
         if !resume {
             return Err(CliError::usage(format!(
                 "--out {} already holds results of {} (scale `{}`); pass --resume to continue or add to them, or choose another directory",
@@ -283,32 +292,6 @@ fn io_error(path: &Path, e: std::io::Error) -> CliError {
 
 /// `DIR/report.md`: the summary table, then one section per figure that ran.
 fn write_report(catalog: &Catalog, out: &Path, manifest: &Manifest) -> CliResult<PathBuf> {
-    let mut rows = String::new();
-    let mut sections = String::new();
-    for id in &manifest.figures {
-        let Ok(f) = catalog.get(id) else { continue };
-        let results_path = out.join(id).join("results.json");
-        let st = state(catalog, f, &manifest.scale);
-        let verdict = if results_path.exists() {
-            let r = Results::read(&results_path)?;
-            let svg = format!("{id}/{id}.svg");
-            let (section, v) = verdict::figure_section(&r, Some(&svg));
-            sections.push_str(&section);
-            sections.push('\n');
-            let runs = r.runs.len();
-            format!("{} ({runs} runs)", v.word)
-        } else {
-            "not run".to_string()
-        };
-        let _ = writeln!(
-            rows,
-            "| {} {} | `{id}` | {} | {} | {verdict} |",
-            verdict::paper_name(&f.paper),
-            f.figure,
-            f.engines().join(", "),
-            st.describe(&manifest.scale)
-        );
-    }
     let mut s = String::new();
     let _ = writeln!(s, "# zen reproduce: scale `{}`\n", manifest.scale);
     let _ = writeln!(
@@ -316,24 +299,191 @@ fn write_report(catalog: &Catalog, out: &Path, manifest: &Manifest) -> CliResult
         "Written by `zen reproduce` (zenplus {}); every number comes from the `results.json` beside each figure.\n",
         env!("CARGO_PKG_VERSION")
     );
-    let _ = writeln!(s, "| figure | id | engines | state | verdict |");
-    let _ = writeln!(s, "| --- | --- | --- | --- | --- |");
-    s.push_str(&rows);
-    s.push('\n');
-    s.push_str(&sections);
+    s.push_str(&render_dir(catalog, out, manifest, 2, "")?);
     let path = out.join("report.md");
     std::fs::write(&path, s).map_err(|e| io_error(&path, e))?;
     Ok(path)
 }
 
+/// The body of a report of one result directory: the summary table of its
+/// figures, then a section per figure that ran, headings at `level`; the
+/// pictures are linked as `{link}<id>/<id>.svg`. Figures that ran are drawn
+/// from their `results.json` (which holds the figure file they ran) with the
+/// `notes` of `catalog`'s file of the same id, the others from `catalog`.
+fn render_dir(
+    catalog: &Catalog,
+    dir: &Path,
+    manifest: &Manifest,
+    level: usize,
+    link: &str,
+) -> CliResult<String> {
+    let mut rows = String::new();
+    let mut sections = String::new();
+    for id in &manifest.figures {
+        let results_path = dir.join(id).join("results.json");
+        let (f, verdict) = if results_path.exists() {
+            let mut r = Results::read(&results_path)?;
+            // The prose is the figure file's as it is now, so that an edited
+            // `notes` shows without running the figure again.
+            if let Ok(now) = catalog.get(id) {
+                r.figure.notes.clone_from(&now.notes);
+            }
+            let svg = format!("{link}{id}/{id}.svg");
+            let (section, v) = verdict::figure_section(&r, Some(&svg), level);
+            sections.push_str(&section);
+            sections.push('\n');
+            (r.figure.clone(), format!("{} ({} runs)", v.word, r.runs.len()))
+        } else if let Ok(f) = catalog.get(id) {
+            (f.clone(), "not run".to_string())
+        } else {
+            continue;
+        };
+        let _ = writeln!(
+            rows,
+            "| {} {} | `{id}` | {} | {} | {verdict} |",
+            verdict::paper_name(&f.paper),
+            f.figure,
+            f.engines().join(", "),
+            state(catalog, &f, &manifest.scale).describe(&manifest.scale)
+        );
+    }
+    let mut s = String::new();
+    let _ = writeln!(s, "| figure | id | engines | state | verdict |");
+    let _ = writeln!(s, "| --- | --- | --- | --- | --- |");
+    s.push_str(&rows);
+    s.push('\n');
+    s.push_str(&sections);
+    Ok(s)
+}
+
+/// Read `DIR/reproduce.json`.
+fn read_manifest(dir: &Path) -> CliResult<Manifest> {
+    let path = dir.join("reproduce.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| io_error(&path, e))?;
+    let m: Manifest = serde_json::from_str(&text)
+        .ok()
+        .filter(|m: &Manifest| m.kind == MANIFEST_KIND)
+        .ok_or_else(|| {
+            CliError::usage(format!("{}: not a `zen reproduce` directory manifest", path.display()))
+        })?;
+    if m.schema_version != results::RESULTS_SCHEMA {
+        return Err(CliError::usage(format!(
+            "{}: written with schema {}; this build reads schema {} (rerun `zen reproduce` with this build)",
+            path.display(),
+            m.schema_version,
+            results::RESULTS_SCHEMA
+        )));
+    }
+    Ok(m)
+}
+
+/// `zen report DIR… --out FILE.md`: a markdown document of one or more
+/// result directories (e.g. `docs/results.md`), generated, never edited:
+/// its first line says so and gives the command that regenerates it.
+pub fn report(args: &ReportArgs) -> CliResult {
+    let catalog = Catalog::load(&figures_dir(args.figures.as_deref()))?;
+    let manifests: Vec<Manifest> =
+        args.dirs.iter().map(|d| read_manifest(d)).collect::<CliResult<_>>()?;
+    if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
+    }
+    let text = render_document(
+        &catalog,
+        &args.dirs,
+        &manifests,
+        &args.out,
+        &args.title,
+        args.figures.as_deref(),
+    )?;
+    std::fs::write(&args.out, text).map_err(|e| io_error(&args.out, e))?;
+    eprintln!("wrote {}", args.out.display());
+    Ok(())
+}
+
+fn render_document(
+    catalog: &Catalog,
+    dirs: &[PathBuf],
+    manifests: &[Manifest],
+    out: &Path,
+    title: &str,
+    figures: Option<&Path>,
+) -> CliResult<String> {
+    let mut command = format!(
+        "zen report {} --out {} --title {}",
+        dirs.iter().map(|d| shell_word(&d.display().to_string())).collect::<Vec<_>>().join(" "),
+        shell_word(&out.display().to_string()),
+        shell_word(title)
+    );
+    if let Some(f) = figures {
+        command.push_str(&format!(" --figures {}", shell_word(&f.display().to_string())));
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<!-- Generated by `{command}`; do not edit: the prose is the `notes` of the figure files (figures/*.toml); edit those and rerun the command. -->\n"
+    );
+    let _ = writeln!(s, "# {title}\n");
+    let _ = writeln!(
+        s,
+        "Generated from `zen reproduce` result directories by `{command}`: every number comes from their `results.json` files.\n"
+    );
+    let base = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    for (dir, m) in dirs.iter().zip(manifests) {
+        let finished = m
+            .figures
+            .iter()
+            .filter_map(|id| Results::read(&dir.join(id).join("results.json")).ok())
+            .filter_map(|r| r.finished_utc.map(|t| (t, r.zenplus_version, r.cores)))
+            .max();
+        let _ = writeln!(s, "## `{}`: scale `{}`\n", dir.display(), m.scale);
+        match finished {
+            Some((t, version, cores)) => {
+                let _ = writeln!(
+                    s,
+                    "Last run {t} (zenplus {version}, {cores} cores), scale `{}`.\n",
+                    m.scale
+                );
+            }
+            None => {
+                let _ = writeln!(s, "No run recorded its time.\n");
+            }
+        }
+        let link = relative_link(base, dir);
+        s.push_str(&render_dir(catalog, dir, m, 3, &link)?);
+    }
+    Ok(s)
+}
+
+/// `dir` as a link prefix relative to `base` (ending in `/`), or as given
+/// when one of them cannot be resolved.
+fn relative_link(base: &Path, dir: &Path) -> String {
+    let given = format!("{}/", dir.display());
+    let (Ok(base), Ok(dir)) = (base.canonicalize(), dir.canonicalize()) else { return given };
+    let b: Vec<_> = base.components().collect();
+    let d: Vec<_> = dir.components().collect();
+    let common = b.iter().zip(&d).take_while(|(x, y)| x == y).count();
+    let mut parts: Vec<String> = vec!["..".to_string(); b.len() - common];
+    parts.extend(d[common..].iter().map(|c| c.as_os_str().to_string_lossy().into_owned()));
+    parts.iter().map(|p| format!("{p}/")).collect()
+}
+
+/// A word as a shell would need it: unchanged when plain, else single-quoted.
+fn shell_word(w: &str) -> String {
+    if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+=:,".contains(c)) {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
 fn list(catalog: &Catalog, scale: &str) -> CliResult {
     println!(
-        "{:<16} {:<10} {:<8} {:<24} {:>5}  state (scale `{scale}`)",
+        "{:<24} {:<10} {:<22} {:<24} {:>5}  state (scale `{scale}`)",
         "figure", "paper", "fig.", "engines", "runs"
     );
     for f in &catalog.figures {
         println!(
-            "{:<16} {:<10} {:<8} {:<24} {:>5}  {}",
+            "{:<24} {:<10} {:<22} {:<24} {:>5}  {}",
             f.id,
             verdict::paper_name(&f.paper),
             f.figure,

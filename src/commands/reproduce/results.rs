@@ -35,6 +35,10 @@ pub struct Results {
     pub cores: usize,
     /// A run whose other processes used more cores than this is contended.
     pub max_other_load: f64,
+    /// When the last run was recorded (UTC, `2026-11-26T10:20:00Z`); absent
+    /// in files written before it was recorded.
+    #[serde(default)]
+    pub finished_utc: Option<String>,
     pub figure: Figure,
     pub runs: Vec<RunRecord>,
 }
@@ -78,6 +82,7 @@ impl Results {
             zenplus_version: env!("CARGO_PKG_VERSION").to_string(),
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             max_other_load,
+            finished_utc: None,
             figure: figure.clone(),
             runs: Vec::new(),
         }
@@ -111,6 +116,16 @@ impl Results {
         std::fs::write(&tmp, json + "\n")?;
         std::fs::rename(&tmp, path)
     }
+}
+
+/// The time now, UTC, to the second: `2026-11-26T10:20:00Z`.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = zen_workload::report::civil_from_days(days as i64);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
 }
 
 /// The repetitions of one (series, point) cell.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::figure::Figure;
-use super::results::{Results, RunRecord, lookup};
+use super::results::{Results, RunRecord, lookup, utc_now};
 use crate::error::{CliError, CliResult};
 
 /// How the runs are made.
@@ -122,6 +122,7 @@ pub fn run_figure(
             bar.println(line);
         }
         results.runs.push(record);
+        results.finished_utc = Some(utc_now());
         results.write(&results_path).map_err(|e| io_error(&results_path, e))?;
         bar.inc(1);
     }

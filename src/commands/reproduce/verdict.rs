@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::figure::{Claim, Direction, Figure};
-use super::results::{Cell, Results, cells, median};
+use super::results::{Cell, Results, RunRecord, cells, median};
 
 /// A step against a trend smaller than this share of the previous value is noise.
 pub const TREND_NOISE: f64 = 0.05;
@@ -177,7 +177,9 @@ pub fn judge(figure: &Figure, points: &[String], cells: &Cells) -> Verdict {
     }
     let judged: Vec<bool> = out.iter().filter_map(|j| j.holds).collect();
     let held = judged.iter().filter(|h| **h).count();
-    let word = if judged.is_empty() {
+    let word = if figure.is_study() {
+        "measured (a study, no paper)".to_string()
+    } else if judged.is_empty() {
         "no claim judged".to_string()
     } else if held == judged.len() {
         format!("shape holds ({held} of {} claims)", judged.len())
@@ -222,14 +224,46 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
-/// The section of `report.md` for one figure that ran.
-pub fn figure_section(r: &Results, svg: Option<&str>) -> (String, Verdict) {
+/// `series` ÷ `over` at `point`: the ratio of the runs of each repetition
+/// where both succeeded (the contended ones only when a cell has no clean
+/// run, as for the medians), in repetition order.
+pub fn paired_ratios(r: &Results, series: &str, over: &str, point: &str) -> Vec<f64> {
+    let counted = |name: &str| -> Vec<&RunRecord> {
+        let ok: Vec<&RunRecord> =
+            r.runs.iter().filter(|x| x.series == name && x.point == point && x.ok()).collect();
+        let clean: Vec<&RunRecord> = ok.iter().copied().filter(|x| !x.contended).collect();
+        if clean.is_empty() { ok } else { clean }
+    };
+    let (a, b) = (counted(series), counted(over));
+    let mut reps: Vec<u32> = a.iter().map(|x| x.rep).collect();
+    reps.sort_unstable();
+    reps.dedup();
+    reps.iter()
+        .filter_map(|rep| {
+            let x = a.iter().find(|x| x.rep == *rep)?.metric?;
+            let y = b.iter().find(|y| y.rep == *rep)?.metric?;
+            (y > 0.0).then(|| x / y)
+        })
+        .collect()
+}
+
+/// The section of `report.md` for one figure that ran; its heading is at
+/// `level` (2: `##`).
+pub fn figure_section(r: &Results, svg: Option<&str>, level: usize) -> (String, Verdict) {
     let f = &r.figure;
     let points: Vec<String> = f.points(&r.scale).iter().map(|p| p.label.clone()).collect();
     let cells = cells([r]);
     let verdict = judge(f, &points, &cells);
     let mut s = String::new();
-    let _ = writeln!(s, "## {} {} — {} (`{}`)\n", paper_name(&f.paper), f.figure, f.title, f.id);
+    let _ = writeln!(
+        s,
+        "{} {} {} — {} (`{}`)\n",
+        "#".repeat(level),
+        paper_name(&f.paper),
+        f.figure,
+        f.title,
+        f.id
+    );
     let _ = writeln!(
         s,
         "Source: {}. Scale `{}`, repetitions: {}.",
@@ -253,12 +287,15 @@ pub fn figure_section(r: &Results, svg: Option<&str>) -> (String, Verdict) {
             _ => None,
         })
         .collect();
+    // A study has no paper: no paper columns.
+    let (paper_head, paper_rule) =
+        if f.is_study() { ("", "") } else { (" paper | ours ÷ paper |", " --- | --- |") };
     let _ = writeln!(
         s,
-        "| {} | series | ours: {} (median) | min–max | runs | paper | ours ÷ paper |",
+        "| {} | series | ours: {} (median) | min–max | runs |{paper_head}",
         f.x.label, f.y.label
     );
-    let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(s, "| --- | --- | --- | --- | --- |{paper_rule}");
     for p in &points {
         for series in f.series.iter().filter(|s| s.runs_at(p)) {
             let key = (series.name.clone(), p.clone());
@@ -274,20 +311,27 @@ pub fn figure_section(r: &Results, svg: Option<&str>) -> (String, Verdict) {
                 },
                 if cell.failed > 0 { format!(", {} failed", cell.failed) } else { String::new() }
             );
+            let paper_cells = if f.is_study() {
+                String::new()
+            } else {
+                format!(
+                    " {} | {} |",
+                    paper.map_or("–".to_string(), |v| fmt_num(*v)),
+                    match (paper, cell.median()) {
+                        (Some(p), Some(m)) => format!("{:.3}", m / p),
+                        _ => "–".to_string(),
+                    }
+                )
+            };
             let _ = writeln!(
                 s,
-                "| {p} | {} | {} | {} | {runs} | {} | {} |",
+                "| {p} | {} | {} | {} | {runs} |{paper_cells}",
                 series.name,
                 cell.median().map_or("–".to_string(), fmt_num),
                 match (cell.min(), cell.max()) {
                     (Some(a), Some(b)) => format!("{}–{}", fmt_num(a), fmt_num(b)),
                     _ => "–".to_string(),
                 },
-                paper.map_or("–".to_string(), |v| fmt_num(*v)),
-                match (paper, cell.median()) {
-                    (Some(p), Some(m)) => format!("{:.3}", m / p),
-                    _ => "–".to_string(),
-                }
             );
         }
     }
@@ -302,6 +346,29 @@ pub fn figure_section(r: &Results, svg: Option<&str>) -> (String, Verdict) {
             };
             let _ =
                 writeln!(s, "| {} | {} | {} | {holds} | {} |", j.what, j.paper, j.ours, j.source);
+        }
+    }
+    if !f.compare.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nRatios of {} (median of the ratios of runs of the same repetition; each repetition's):\n",
+            f.y.label
+        );
+        let _ = writeln!(s, "| {} | ratio | median | repetitions |", f.x.label);
+        let _ = writeln!(s, "| --- | --- | --- | --- |");
+        for c in &f.compare {
+            for p in &points {
+                let rs = paired_ratios(r, &c.series, &c.over, p);
+                let Some(m) = median(&rs) else { continue };
+                let each: Vec<String> = rs.iter().map(|x| format!("{x:.2}")).collect();
+                let _ = writeln!(
+                    s,
+                    "| {p} | {} ÷ {} | {m:.2} | {} |",
+                    c.series,
+                    c.over,
+                    each.join(" / ")
+                );
+            }
         }
     }
     if !f.explain.is_empty() {
@@ -356,6 +423,7 @@ pub fn paper_name(paper: &str) -> &str {
         "zen" => "Zen",
         "nvcaracal" => "NVCaracal",
         "falcon" => "Falcon",
+        "study" => "Study",
         other => other,
     }
 }

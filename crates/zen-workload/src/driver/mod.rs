@@ -45,6 +45,7 @@ use crossbeam_utils::CachePadded;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::Serialize;
+use zen_engine::api::CheckpointStats;
 use zen_engine::zen::adaptive::AdaptiveStats;
 use zen_engine::{AbortReason, CacheStats, Engine, EngineWorker};
 use zen_pmem::CounterSnapshot;
@@ -167,8 +168,8 @@ pub struct RunResult {
     pub nvm: CounterSnapshot,
     /// Zen+ adaptive-execution counters over the measured interval.
     pub adaptive: Option<AdaptiveStats>,
-    /// Checkpoints of the engine at the end of the run (mmdb).
-    pub checkpoints: Option<zen_engine::api::CheckpointStats>,
+    /// Checkpoints of the engine over the measured interval (mmdb).
+    pub checkpoints: Option<CheckpointWindow>,
     pub timeseries: Vec<IntervalSample>,
     /// NUMA placement and accesses when the engine runs NUMA-aware.
     pub numa: Option<NumaRun>,
@@ -176,14 +177,44 @@ pub struct RunResult {
     pub epochs: Option<crate::oneshot::EpochRun>,
 }
 
+/// Checkpoints (mmdb) over the measured interval: the counters are the
+/// window's, like every other counter of a run; `seq` is the current
+/// checkpoint's sequence number at the window's start and at its end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CheckpointWindow {
+    pub seq_at_start: u64,
+    pub seq: u64,
+    /// Checkpoints taken in the window because the log filled the pool.
+    pub on_log_pressure: u64,
+    /// Of those, the ones that failed (e.g. no room left for the copy).
+    pub failed_on_log_pressure: u64,
+}
+
+impl CheckpointWindow {
+    /// The window from `start` (when it opened) to `end`.
+    pub fn between(start: CheckpointStats, end: CheckpointStats) -> CheckpointWindow {
+        CheckpointWindow {
+            seq_at_start: start.seq,
+            seq: end.seq,
+            on_log_pressure: end.on_log_pressure.saturating_sub(start.on_log_pressure),
+            failed_on_log_pressure: end
+                .failed_on_log_pressure
+                .saturating_sub(start.failed_on_log_pressure),
+        }
+    }
+}
+
 /// What a NUMA-aware run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct NumaRun {
     /// Local and remote accesses during the measured interval.
     pub measured: NumaCounters,
-    /// Placement and whole-run counters at the end.
+    /// Placement and whole-run counters at the end (warmup included, so
+    /// the JSON name says so: one window for every counter, issue 19).
+    #[serde(rename = "engine_whole_run")]
     pub engine: NumaStats,
-    /// Routing decisions (soft-partition mode only).
+    /// Routing decisions of the whole run (soft-partition mode only).
+    #[serde(rename = "route_whole_run")]
     pub route: Option<RouteStats>,
     /// Each table's partition key, as the workload declares it.
     pub partition_keys: Vec<(String, String)>,
@@ -237,6 +268,7 @@ pub fn run_benchmark<W: Workload>(
         nvm: engine.pmem_counters(),
         numa: engine.numa_stats().map(|s| s.total).unwrap_or_default(),
         adaptive: engine.adaptive_stats(),
+        checkpoints: engine.status().checkpoints,
     };
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..config.threads)
@@ -289,7 +321,9 @@ pub fn run_benchmark<W: Workload>(
             stats: merged,
             nvm,
             adaptive,
-            checkpoints: engine.status().checkpoints,
+            checkpoints: engine.status().checkpoints.map(|end| {
+                CheckpointWindow::between(timing.checkpoints_start.unwrap_or_default(), end)
+            }),
             timeseries: timing.samples,
             numa,
             epochs: None,
@@ -305,6 +339,7 @@ struct Timing {
     nvm_start: CounterSnapshot,
     numa_start: NumaCounters,
     adaptive_start: Option<AdaptiveStats>,
+    checkpoints_start: Option<CheckpointStats>,
     exclusive: exclusive::ExclusiveWatch,
     samples: Vec<IntervalSample>,
 }
@@ -315,6 +350,7 @@ struct Start {
     nvm: CounterSnapshot,
     numa: NumaCounters,
     adaptive: Option<AdaptiveStats>,
+    checkpoints: Option<CheckpointStats>,
 }
 
 /// The coordinator: phases, sampling, stopping. Returns when workers should stop.
@@ -333,6 +369,7 @@ fn coordinate<T>(
     let numa_total = || engine.numa_stats().map(|s| s.total).unwrap_or_default();
     let mut numa_start = start.numa;
     let mut adaptive_start = start.adaptive;
+    let mut checkpoints_start = start.checkpoints;
     let tick = Duration::from_millis(20).min(config.interval);
     let mut exclusive = exclusive::ExclusiveWatch::default();
     loop {
@@ -352,6 +389,7 @@ fn coordinate<T>(
             nvm_start = engine.pmem_counters();
             numa_start = numa_total();
             adaptive_start = engine.adaptive_stats();
+            checkpoints_start = engine.status().checkpoints;
             exclusive.open(now);
             shared.phase.store(MEASURE, Ordering::Release);
             measure_start = Some(now);
@@ -377,6 +415,7 @@ fn coordinate<T>(
                 nvm_start,
                 numa_start,
                 adaptive_start,
+                checkpoints_start,
                 exclusive,
                 samples: sampler.samples,
             };

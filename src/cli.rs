@@ -251,9 +251,10 @@ pub struct BenchArgs {
     pub driver: DriverArgs,
     #[command(flatten)]
     pub params: WorkloadArgs,
-    /// A deterministic engine (nvcaracal) with ycsb or smallbank: one-shot
-    /// transactions per epoch (default 1000). Latency is measured from a
-    /// batch's submission to its durable result.
+    /// A deterministic engine (nvcaracal): one-shot transactions per epoch
+    /// (default 1000; tpcc finds the keys its requests do not name by
+    /// reconnaissance reads before each epoch). Latency is measured from a
+    /// transaction's first submission to its durable result.
     #[arg(long)]
     pub epoch_size: Option<usize>,
 }

@@ -230,3 +230,41 @@ fn smallbank_on_nvcaracal_runs_one_shot_epochs_and_its_summary_validates() {
         assert!(!out.status.success() && stderr.contains(needle), "{flags:?}: {stderr}");
     }
 }
+
+#[test]
+fn tpcc_on_nvcaracal_runs_one_shot_epochs_with_reconnaissance_and_its_check_passes() {
+    let args = [
+        "tpcc",
+        "--engine",
+        "nvcaracal",
+        "--pmem",
+        "dram",
+        "--warehouses",
+        "1",
+        "--items",
+        "500",
+        "--customers",
+        "30",
+        "--orders",
+        "30",
+    ];
+    let run = ["--threads", "2", "--duration", "150ms", "--warmup", "0s", "--format", "json"];
+    let out = zen()
+        .arg("bench")
+        .args([&args[..], &run, &["--epoch-size", "300"]].concat())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("check: tpcc passed after the epoch run"), "{stderr}");
+    let json: Value = serde_json::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let schema: Value = serde_json::from_str(include_str!("../docs/summary.schema.json")).unwrap();
+    let problems = zen_workload::jsonschema::validate(&json, &schema);
+    assert!(problems.is_empty(), "{problems:#?}");
+    let epochs = &json["epochs"];
+    assert_eq!(epochs["cc_aborts"], 0, "{epochs}");
+    assert_eq!(epochs["failed"], 0, "{epochs}");
+    assert_eq!(epochs["resubmitted"], 0, "{epochs}");
+    assert!(epochs["recon_us"].as_f64().unwrap() > 0.0, "{epochs}");
+    assert!(json["summary"]["throughput_tps"].as_f64().unwrap() > 0.0, "{json}");
+}

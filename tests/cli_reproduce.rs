@@ -49,10 +49,10 @@ fn reproduce_all_at_tiny_scale_gives_results_an_svg_and_a_report_row_per_runnabl
     for id in ["falcon-fig07", "falcon-fig08", "falcon-fig09", "falcon-fig11"] {
         assert!(runnable.iter().any(|r| r == id), "{id} not runnable:\n{list}");
     }
-    for id in ["nvcaracal-fig05", "nvcaracal-fig06"] {
+    for id in ["nvcaracal-fig05", "nvcaracal-fig06", "nvcaracal-fig07"] {
         assert!(runnable.iter().any(|r| r == id), "{id} not runnable:\n{list}");
     }
-    assert!(list.contains("not runnable: needs the all-NVMM and hybrid"), "{list}");
+    assert!(list.contains("not runnable: needs the no-logging and all-DRAM"), "{list}");
     assert!(list.contains("not runnable: needs a naïve space-management mode"), "{list}");
 
     let tmp = tempfile::tempdir().unwrap();
@@ -87,9 +87,9 @@ fn reproduce_all_at_tiny_scale_gives_results_an_svg_and_a_report_row_per_runnabl
         assert!(report.contains(&format!("(`{id}`)")), "no section for {id}");
     }
     // Figures that cannot run are still rows, with their state, and nothing ran for them.
-    let blocked = report.lines().find(|l| l.contains("| `nvcaracal-fig07` |")).unwrap();
-    assert!(blocked.contains("needs the all-NVMM") && blocked.contains("not run"), "{blocked}");
-    assert!(!out.join("nvcaracal-fig07").exists());
+    let blocked = report.lines().find(|l| l.contains("| `nvcaracal-fig10` |")).unwrap();
+    assert!(blocked.contains("needs the no-logging") && blocked.contains("not run"), "{blocked}");
+    assert!(!out.join("nvcaracal-fig10").exists());
 
     // The same directory again: refused without --resume, naming what it holds.
     let (code, _, err) = run(&["reproduce", "zenplus-fig12", "--scale", "tiny", "--out", out_s]);
@@ -241,11 +241,11 @@ fn a_figure_that_cannot_run_here_says_why() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("o");
     let (code, _, err) =
-        run(&["reproduce", "nvcaracal-fig07", "--scale", "tiny", "--out", out.to_str().unwrap()]);
+        run(&["reproduce", "nvcaracal-fig10", "--scale", "tiny", "--out", out.to_str().unwrap()]);
     assert_eq!(code, 1, "{err}");
     assert!(
-        err.contains("nvcaracal-fig07 is not runnable here")
-            && err.contains("needs the all-NVMM and hybrid"),
+        err.contains("nvcaracal-fig10 is not runnable here")
+            && err.contains("needs the no-logging and all-DRAM"),
         "{err}"
     );
     // A figure naming a planned engine waits for it.

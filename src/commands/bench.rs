@@ -49,7 +49,7 @@ pub fn bench(args: &BenchArgs) -> CliResult {
     }
     output::banner("bench", &engine_config, Some(&driver), &workload.parameters());
     let engine = zen_engine::open(&engine_config)?;
-    let epochs = match epoch_mode(args, engine.as_ref(), &workload) {
+    let epochs = match epoch_mode(args, engine.as_ref()) {
         Ok(e) => e,
         Err(e) => return Err(commands::close_after(engine, e)),
     };
@@ -76,20 +76,15 @@ pub fn bench(args: &BenchArgs) -> CliResult {
 }
 
 /// The epoch size when this run is a batch run: an engine with the
-/// deterministic seam (nvcaracal) and a workload with a one-shot form (ycsb,
-/// smallbank), default 1000 transactions per epoch; `--epoch-size`
-/// elsewhere is a usage error naming what it needs.
-fn epoch_mode(
-    args: &BenchArgs,
-    engine: &dyn zen_engine::Engine,
-    workload: &workloads::AnyWorkload,
-) -> CliResult<Option<usize>> {
+/// deterministic seam (nvcaracal; every workload has a one-shot form),
+/// default 1000 transactions per epoch; `--epoch-size` elsewhere is a
+/// usage error naming what it needs.
+fn epoch_mode(args: &BenchArgs, engine: &dyn zen_engine::Engine) -> CliResult<Option<usize>> {
     let deterministic = engine.deterministic().is_some();
-    let oneshot = !matches!(workload, workloads::AnyWorkload::Tpcc(_));
-    match (args.epoch_size, deterministic && oneshot) {
+    match (args.epoch_size, deterministic) {
         (Some(0), _) => Err(CliError::usage("--epoch-size must be at least 1")),
         (Some(_), false) => Err(CliError::usage(
-            "--epoch-size runs one-shot ycsb or smallbank on a deterministic engine (--engine nvcaracal)",
+            "--epoch-size runs one-shot transactions on a deterministic engine (--engine nvcaracal)",
         )),
         (size, true) => Ok(Some(size.unwrap_or(1000))),
         (None, false) => Ok(None),
@@ -113,19 +108,9 @@ fn run_epochs(
     };
     eprintln!("epoch mode: {size} one-shot transactions per epoch on {} threads", driver.threads);
     let (threads, warmup, seed) = (driver.threads, driver.warmup, driver.seed);
-    let run = match workload {
-        workloads::AnyWorkload::Ycsb(w) => {
-            zen_workload::oneshot::run_epochs(engine, w, size, threads, warmup, duration, seed)?
-        }
-        workloads::AnyWorkload::SmallBank(w) => {
-            zen_workload::oneshot::run_epochs(engine, w, size, threads, warmup, duration, seed)?
-        }
-        workloads::AnyWorkload::Tpcc(_) => {
-            return Err(CliError::usage(
-                "tpcc has no one-shot form (its secondary-index lookups would need reconnaissance reads)",
-            ));
-        }
-    };
+    let run = with_workload!(workload, |w| {
+        zen_workload::oneshot::run_epochs(engine, w, size, threads, warmup, duration, seed)
+    })?;
     commands::report_run(&run, workload, request)?;
     let checked = with_workload!(workload, |w| w.check(engine)).map_err(CliError::from)?;
     if !checked.passed() {

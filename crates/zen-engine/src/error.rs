@@ -122,6 +122,13 @@ pub enum Error {
     LogWindowOverflow { needed_bytes: u64, window_bytes: u64 },
     #[error("one-shot transaction wrote table `{table}` key {key}, which it did not declare")]
     UndeclaredWrite { table: String, key: u64 },
+    /// A one-shot transaction found, at its place in the serial order, that
+    /// what its reconnaissance read (before the epoch) no longer holds: its
+    /// declared write set may be wrong. Deterministic (replay reaches it
+    /// too), not a concurrency-control abort: the client re-submits the
+    /// transaction, with a new reconnaissance, in a later epoch.
+    #[error("reconnaissance is stale: {detail} (re-submit in a later epoch)")]
+    StaleReconnaissance { detail: String },
     #[error(
         "epoch of {txns} transactions needs {needed_bytes} bytes of input log, the log holds {capacity_bytes} (split the batch or raise --nvcaracal-log-bytes)"
     )]

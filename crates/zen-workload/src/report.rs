@@ -361,18 +361,19 @@ impl Report {
         let Some(e) = &self.epochs else { return };
         let _ = writeln!(
             out,
-            "epochs            {} of {} one-shot txns · {} cc aborts · {} waits · {} failed · {} split for the DRAM budget",
+            "epochs            {} of {} one-shot txns · {} cc aborts · {} waits · {} failed · {} re-submitted (stale reconnaissance) · {} split for the DRAM budget",
             group(e.epochs),
             group(e.epoch_size as u64),
             group(e.cc_aborts),
             group(e.waits),
             group(e.failed),
+            group(e.resubmitted),
             group(e.budget_splits)
         );
         let _ = writeln!(
             out,
-            "epoch phases      log {:.0} us · init {:.0} us · exec {:.0} us · persist {:.0} us (mean per epoch); latency = submission to durable result",
-            e.log_us, e.init_us, e.exec_us, e.persist_us
+            "epoch phases      recon {:.0} us · log {:.0} us · init {:.0} us · exec {:.0} us · persist {:.0} us (mean per epoch); latency = first submission to durable result",
+            e.recon_us, e.log_us, e.init_us, e.exec_us, e.persist_us
         );
         let _ = writeln!(
             out,

@@ -5,8 +5,10 @@
 //! WHAT LIVES WHERE
 //! ```text
 //!   DRAM   per table an ordered index key → (slot, newest version, its
-//!          epoch) and the slot allocator (free list + bump over pages);
-//!          during an epoch the version arrays (transient versions)
+//!          epoch), its secondary indexes (over the committed rows; rebuilt
+//!          from the rows by recovery) and the slot allocator (free list +
+//!          bump over pages); during an epoch the version arrays
+//!          (transient versions)
 //!   NVM    catalog; meta page (durable epoch, log seal, log pages); the
 //!          input log; per row ONE dual-version slot (`nvcaracal/layout.rs`)
 //! ```
@@ -51,7 +53,10 @@
 //! WHAT IT DOES NOT DO (`docs/design/nvcaracal.md`): no DRAM cache of
 //! committed rows (reads of rows not written in the epoch go to NVM), no
 //! out-of-row value pool (every version is inline in its slot, whatever
-//! the row size), no secondary indexes.
+//! the row size). Secondary indexes are DRAM only and describe the last
+//! durable epoch: procedures cannot use them inside an epoch; a workload
+//! reads them (and scans) as reconnaissance before it submits the epoch
+//! (`zen_workload::oneshot::tpcc`).
 //!
 //! A batch whose transient versions may exceed the DRAM budget
 //! (`EngineConfig::nvcaracal_dram_budget_bytes`) runs as consecutive
@@ -82,6 +87,7 @@ use crate::det::{
     DeterministicEngine, EpochOutcome, EpochStats, OneShot, OneShotTx, ProcId, ProcedureSet,
 };
 use crate::error::{Error, Result};
+use crate::index::{SecondaryIndex, maintain_secondary};
 use crate::sched::{Mutex, RwLock};
 use crate::schema::{MAX_KEY, TableSchema};
 use versions::{Epoch, IGNORE, Key, WRITTEN};
@@ -106,25 +112,34 @@ struct Alloc {
     end: u64,
 }
 
-/// A table: schema, index, allocator.
+/// A table: schema, index, secondary indexes, allocator.
 pub struct Table {
     pub schema: TableSchema,
     pub id: u32,
     pub row: usize,
     pub slot_size: u64,
     index: RwLock<BTreeMap<u64, RowRef>>,
+    /// DRAM only, over the committed rows (the last durable epoch):
+    /// maintained when an epoch's changes are applied, rebuilt from the rows
+    /// by recovery's scan. Read by reconnaissance reads (the `Engine`
+    /// adapter's `lookup_secondary`), never inside an epoch.
+    secondary: Vec<SecondaryIndex>,
     alloc: Mutex<Alloc>,
 }
 
 impl Table {
     fn new(schema: TableSchema, id: u32) -> Table {
         let row = schema.row_size();
+        let secondary = (0..schema.secondary.len())
+            .map(|i| SecondaryIndex::new(schema.secondary_layout(i).expect("validated schema")))
+            .collect();
         Table {
             schema,
             id,
             row,
             slot_size: layout::slot_size(row),
             index: RwLock::new(BTreeMap::new()),
+            secondary,
             alloc: Mutex::new(Alloc::default()),
         }
     }
@@ -175,10 +190,12 @@ struct Prepared<'a> {
 /// A transaction's serial id, result and waits, from an execution thread.
 type Ran = (usize, Result<Vec<u8>>, u64);
 
-/// An index change applied once the epoch is durable.
+/// An index change applied once the epoch is durable: table, key, the new
+/// place of the row, the row it replaces (`old`), and, for a table with
+/// secondary indexes, the new row's bytes.
 enum Change {
-    Put(u32, u64, RowRef),
-    Delete(u32, u64, RowRef),
+    Put { table: u32, key: u64, row: RowRef, old: Option<RowRef>, bytes: Option<Box<[u8]>> },
+    Delete { table: u32, key: u64, row: RowRef, old: RowRef },
 }
 
 impl<B: PmemBackend> NvcaracalEngine<B> {
@@ -325,6 +342,19 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
     fn read_row(&self, thread: u32, t: &Table, r: RowRef, out: &mut [u8]) {
         let at = r.slot + layout::version_offset(t.row, r.newest as usize) + layout::VERSION_HEADER;
         self.pool.persister(thread).read(at, out);
+    }
+
+    /// The row `r` of `t` (a version this epoch did not overwrite) in `buf`.
+    fn committed_row<'b>(
+        &self,
+        thread: u32,
+        t: &Table,
+        r: RowRef,
+        buf: &'b mut Vec<u8>,
+    ) -> &'b [u8] {
+        buf.resize(t.row, 0);
+        self.read_row(thread, t, r, buf);
+        buf
     }
 
     /// A free slot of `t` and the version to write first (its older one).
@@ -534,15 +564,25 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             self.mark_epoch(lead, epoch);
         }
         stats.rows_persisted = all.len() as u64;
+        let mut old_row = Vec::new();
         for c in all {
             match c {
-                Change::Put(t, k, r) => {
-                    tables[t as usize].index.write().insert(k, r);
+                Change::Put { table, key, row, old, bytes } => {
+                    let tb = &tables[table as usize];
+                    if let Some(new) = bytes {
+                        let old = old.map(|o| self.committed_row(lead, tb, o, &mut old_row));
+                        maintain_secondary(&tb.secondary, key, old, Some(&new));
+                    }
+                    tb.index.write().insert(key, row);
                 }
-                Change::Delete(t, k, r) => {
-                    let tb = &tables[t as usize];
-                    tb.index.write().remove(&k);
-                    tb.alloc.lock().free.push(r.slot);
+                Change::Delete { table, key, row, old } => {
+                    let tb = &tables[table as usize];
+                    if !tb.secondary.is_empty() {
+                        let old = self.committed_row(lead, tb, old, &mut old_row);
+                        maintain_secondary(&tb.secondary, key, Some(old), None);
+                    }
+                    tb.index.write().remove(&key);
+                    tb.alloc.lock().free.push(row.slot);
                 }
             }
         }
@@ -590,9 +630,20 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             let len = layout::VERSION_HEADER + value.as_ref().map_or(0, |r| r.len() as u64);
             p.flush(at, len);
             let rref = RowRef { slot, newest: v as u8, epoch };
-            changes.push(match value {
-                Some(_) => Change::Put(r.table, r.key, rref),
-                None => Change::Delete(r.table, r.key, rref),
+            let (table, key) = (r.table, r.key);
+            changes.push(match (value, r.base) {
+                (Some(row), old) => Change::Put {
+                    table,
+                    key,
+                    row: rref,
+                    old,
+                    bytes: (!t.secondary.is_empty()).then(|| row.clone()),
+                },
+                // A deletion of an absent row was skipped above.
+                (None, old) => match old {
+                    Some(old) => Change::Delete { table, key, row: rref, old },
+                    None => continue,
+                },
             });
         }
         p.fence();
@@ -851,12 +902,6 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
             }
             return Err(Error::SchemaMismatch(schema.name.clone()));
         }
-        if !schema.secondary.is_empty() {
-            return Err(Error::Unsupported(format!(
-                "--engine nvcaracal keeps no secondary indexes (table `{}`)",
-                schema.name
-            )));
-        }
         crate::registry::check_room(tables.len())?;
         let mut doc = CatalogDoc {
             engine: "nvcaracal".into(),
@@ -921,7 +966,8 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
     /// entry names, a live row of the entry's epoch, newer than the other
     /// version and not newer than the durable epoch; (N2) no slot is named
     /// twice; (N3) free slots are named by no entry and lie on the table's
-    /// pages.
+    /// pages; (N4) each secondary index holds exactly one entry per row,
+    /// with the row's index key.
     fn check_invariants(&self) -> Result<()> {
         let _g = self.seq.lock();
         let durable = self.durable.load(Ordering::Acquire);
@@ -948,6 +994,32 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
                     return Err(Error::Corrupt(format!("{name}: slot {} named twice", r.slot)));
                 }
             }
+            let index = t.index.read();
+            let mut row = vec![0u8; t.row];
+            for (i, s) in t.secondary.iter().enumerate() {
+                let entries = s.entries();
+                if entries.len() != index.len() {
+                    return Err(Error::Corrupt(format!(
+                        "{name}: secondary index #{i} holds {} entries for {} rows",
+                        entries.len(),
+                        index.len()
+                    )));
+                }
+                for (bytes, pk) in entries {
+                    let Some(r) = index.get(&pk) else {
+                        return Err(Error::Corrupt(format!(
+                            "{name}: secondary index #{i} names absent key {pk}"
+                        )));
+                    };
+                    self.read_row(SYSTEM_THREAD, t, *r, &mut row);
+                    if s.key_bytes(&row) != bytes {
+                        return Err(Error::Corrupt(format!(
+                            "{name}: secondary index #{i} entry of key {pk} is not the row's key"
+                        )));
+                    }
+                }
+            }
+            drop(index);
             let a = t.alloc.lock();
             for s in &a.free {
                 let page = (s - self.pool.page_offset(0)) / self.pool.page_size();
@@ -1145,17 +1217,52 @@ impl<B: PmemBackend> Transaction for AdapterTx<'_, B> {
         Ok(n)
     }
 
+    /// The committed index (the last durable epoch) merged with this
+    /// transaction's own buffered writes. Reconnaissance reads are
+    /// read-only transactions through here.
     fn lookup_secondary(
         &mut self,
         table: TableId,
-        _index: usize,
-        _prefix: &[u8],
-        _limit: usize,
-        _out: &mut Vec<u64>,
+        index: usize,
+        prefix: &[u8],
+        limit: usize,
+        out: &mut Vec<u64>,
     ) -> Result<()> {
-        Err(Error::Unsupported(format!(
-            "--engine nvcaracal keeps no secondary indexes (table id {})",
-            table.0
-        )))
+        let t = self.engine.table(table.0)?;
+        let s = t.secondary.get(index).ok_or_else(|| Error::InvalidSchema {
+            table: t.schema.name.clone(),
+            detail: format!("no secondary index #{index}"),
+        })?;
+        let mine = self.writes.range((table.0, 0)..=(table.0, u64::MAX));
+        if mine.clone().next().is_none() {
+            return s.lookup(&t.schema.name, prefix, limit, out);
+        }
+        // Committed candidates not overwritten here, then this
+        // transaction's rows with the prefix, in index order.
+        let mut committed = Vec::new();
+        s.lookup(&t.schema.name, prefix, usize::MAX, &mut committed)?;
+        let mut found: Vec<(Vec<u8>, u64)> = Vec::new();
+        let mut row = vec![0u8; t.row];
+        let index_map = t.index.read();
+        for pk in committed {
+            if self.writes.contains_key(&(table.0, pk)) {
+                continue;
+            }
+            if let Some(r) = index_map.get(&pk) {
+                self.engine.read_row(self.thread, &t, *r, &mut row);
+                found.push((s.key_bytes(&row), pk));
+            }
+        }
+        drop(index_map);
+        for ((_, pk), v) in mine {
+            if let Some(r) = v
+                && s.key_starts_with(r, prefix)
+            {
+                found.push((s.key_bytes(r), *pk));
+            }
+        }
+        found.sort_unstable();
+        out.extend(found.into_iter().take(limit.saturating_sub(out.len())).map(|(_, pk)| pk));
+        Ok(())
     }
 }

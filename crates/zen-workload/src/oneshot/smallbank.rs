@@ -237,7 +237,20 @@ impl OneShotWorkload for SmallBank {
         })
     }
 
-    fn oneshot(
+    fn batch(
+        &self,
+        _engine: &dyn Engine,
+        plan: &SmallBankPlan,
+        requests: &[SmallBankRequest],
+    ) -> Result<Vec<OneShot>> {
+        requests.iter().enumerate().map(|(i, r)| self.oneshot(plan, r, i)).collect()
+    }
+}
+
+impl SmallBank {
+    /// The one-shot form of `request`, the `index`-th of its epoch (its
+    /// ledger row is `index` mod 256).
+    pub fn oneshot(
         &self,
         plan: &SmallBankPlan,
         request: &SmallBankRequest,

@@ -91,7 +91,12 @@ impl OneShotWorkload for Ycsb {
         })
     }
 
-    fn oneshot(&self, plan: &YcsbPlan, request: &YcsbRequest, _index: usize) -> Result<OneShot> {
-        ycsb_oneshot(plan.table, plan.proc, request)
+    fn batch(
+        &self,
+        _engine: &dyn Engine,
+        plan: &YcsbPlan,
+        requests: &[YcsbRequest],
+    ) -> Result<Vec<OneShot>> {
+        requests.iter().map(|r| ycsb_oneshot(plan.table, plan.proc, r)).collect()
     }
 }

@@ -36,9 +36,9 @@
 
 mod check;
 mod load;
-mod random;
+pub(crate) mod random;
 pub mod schema;
-mod txn;
+pub(crate) mod txn;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;

@@ -479,7 +479,7 @@ fn payment_txn(l: &mut TpccLocal, tx: &mut dyn Transaction, p: &Payment) -> TxRe
 }
 
 /// Clause 2.5.2.2: prepend the payment's ids and amount to C_DATA, keep 500 bytes.
-fn prepend_bad_credit_data(c: &mut [u8], ids: [u64; 5], amount: i64) {
+pub(crate) fn prepend_bad_credit_data(c: &mut [u8], ids: [u64; 5], amount: i64) {
     let mut entry = [0u8; 64];
     let mut cursor = &mut entry[..];
     // 64 bytes hold five ids and an amount; a failed write would only shorten it.

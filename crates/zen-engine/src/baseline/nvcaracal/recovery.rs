@@ -9,7 +9,9 @@
 //! 2. **scan**: every slot of every table page. A version with epoch > E
 //!    was written by the crashed epoch: it is to be reverted (and is only
 //!    legal when S = E + 1: otherwise the pool is corrupt). The newest
-//!    remaining version is the row (live, or a tombstone: free slot).
+//!    remaining version is the row (live, or a tombstone: free slot). The
+//!    primary index and, from the live rows' bytes, the secondary indexes
+//!    (DRAM only, never persisted) are rebuilt here.
 //! 3. **revert**: each such version's epoch word zeroed, flushed; one fence.
 //!    Idempotent, so a crash inside recovery is recovered the same way.
 //! 4. **replay**: epoch S re-run from its logged inputs on one thread
@@ -82,6 +84,8 @@ pub(super) fn recover<B: PmemBackend>(
     let (mut pages, mut slots, mut live) = (0u64, 0u64, 0u64);
     let tables = engine.tables.read().clone();
     let owned = engine.pool.owned_pages()?;
+    let thread = super::super::BACKGROUND_THREAD;
+    let mut row = Vec::new();
     for (page, owner) in owned {
         if owner == PageOwner::SYSTEM {
             continue;
@@ -122,6 +126,13 @@ pub(super) fn recover<B: PmemBackend>(
                 Some((e, v, flags)) if flags & layout::FLAG_TOMBSTONE == 0 => {
                     let key = b.load_u64(slot);
                     let r = RowRef { slot, newest: v as u8, epoch: e };
+                    if !t.secondary.is_empty() {
+                        row.resize(t.row, 0);
+                        engine.read_row(thread, t, r, &mut row);
+                        for s in &t.secondary {
+                            s.insert(&row, key);
+                        }
+                    }
                     if index.insert(key, r).is_some() {
                         return Err(Error::Corrupt(format!(
                             "table {}: key {key} in two slots",
@@ -142,7 +153,6 @@ pub(super) fn recover<B: PmemBackend>(
 
     // 3. Revert the crashed epoch's versions.
     let t2 = Instant::now();
-    let thread = super::super::BACKGROUND_THREAD;
     {
         let p = engine.pool.persister(thread);
         for &at in &reverts {

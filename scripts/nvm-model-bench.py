@@ -15,9 +15,11 @@ def load(path):
 def figures(j):
     s = j['summary']; v = j['nvm']; c = max(s['commits'], 1); pc = v['per_commit']
     us = lambda ns: ns / c / 1000
+    stall = [us(v['read_latency_ns']), us(v['write_latency_ns']), us(v['bandwidth_wait_ns'])]
+    # A thread's time per commit less the modelled stall: the engine's own work.
+    own = j['config']['threads'] * 1e6 / max(s['throughput_tps'], 1e-9) - sum(stall)
     return [s['throughput_tps'], pc['bytes'] / 1000, pc['media_bytes'] / 1000, pc['fences'],
-            us(v['read_latency_ns']), us(v['write_latency_ns']), us(v['bandwidth_wait_ns']),
-            s['abort_ratio'] * 100]
+            *stall, own, s['abort_ratio'] * 100]
 
 
 runs = {}
@@ -26,8 +28,8 @@ for p in sorted(glob.glob(D + '/*.json')):
     j = load(p)
     if m and j:
         runs.setdefault((m.group(1), m.group(2)), []).append(figures(j))
-print('| cell | engine | reps | txn/s (min–max) | KB stored | media KB | fences | read lat µs | write lat µs | bw wait µs | abort % |')
-print('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+print('| cell | engine | reps | txn/s (min–max) | KB stored | media KB | fences | read lat µs | write lat µs | bw wait µs | own µs | abort % |')
+print('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
 order = ['zen', 'mmdb', 'wbl', 'falcon']
 for cell in sorted({c for c, _ in runs}):
     for e in order:

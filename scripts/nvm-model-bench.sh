@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Issue 16: the engine comparison under the NVM device model, and the emulation
-# overhead of an idle device. One part and one repetition per call, so that each
-# zbench call stays short (< 3 min); repetitions alternate across calls:
-#   for rep in 1 2 3; do for part in share-a share-b; do
-#     /work/bin/zbench scripts/nvm-model-bench.sh target/release/zen results/nvm-model $part $rep
+# overhead of an idle device. One cell (four engines, ~75 s on the 2-core guest)
+# and one repetition per call, so that each zbench call stays under 3 min (a
+# three-cell part, share-a or share-b, took 3 min 38 s); repetitions alternate
+# across calls:
+#   for cell in s16-P4-WH s16-P4-BA s16-P16-WH s16-P16-BA s4-P4-BA s32-P4-BA; do
+#     for rep in 1 2 3; do
+#       /work/bin/zbench scripts/nvm-model-bench.sh target/release/zen results/nvm-model $cell $rep
 #   done; done
 #   /work/bin/zbench scripts/nvm-model-bench.sh target/release/zen results/nvm-model overhead 1
 # Then `python3 scripts/nvm-model-bench.py results/nvm-model` prints the tables of
@@ -29,6 +32,14 @@ cell() {
 }
 case $PART in
     # Fig. 5 (P = 4) and Fig. 6 (P = 16) analogs: the paper's 16 threads as a share model.
+    s16-P4-WH) cell s16-P4-WH --nvm-share 16 --mix WH --theta 0.6 --dram-ratio 4 ;;
+    s16-P4-BA) cell s16-P4-BA --nvm-share 16 --mix BA --theta 0.99 --dram-ratio 4 ;;
+    s16-P16-WH) cell s16-P16-WH --nvm-share 16 --mix WH --theta 0.6 --dram-ratio 16 ;;
+    s16-P16-BA) cell s16-P16-BA --nvm-share 16 --mix BA --theta 0.99 --dram-ratio 16 ;;
+    # Fig. 8 analog: BA θ 0.99, P = 4, the share of 4 and of 32 threads.
+    s4-P4-BA) cell s4-P4-BA --nvm-share 4 --mix BA --theta 0.99 --dram-ratio 4 ;;
+    s32-P4-BA) cell s32-P4-BA --nvm-share 32 --mix BA --theta 0.99 --dram-ratio 4 ;;
+    # The cells above three at a time (longer than one zbench call may take here).
     share-a)
         cell s16-P4-WH --nvm-share 16 --mix WH --theta 0.6 --dram-ratio 4
         cell s16-P4-BA --nvm-share 16 --mix BA --theta 0.99 --dram-ratio 4
@@ -48,7 +59,7 @@ case $PART in
         done
         ;;
     *)
-        echo "unknown part $PART: share-a, share-b or overhead" >&2
+        echo "unknown part $PART: a cell (s16-P4-WH, s16-P4-BA, s16-P16-WH, s16-P16-BA, s4-P4-BA, s32-P4-BA), share-a, share-b or overhead" >&2
         exit 2
         ;;
 esac

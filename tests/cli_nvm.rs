@@ -150,6 +150,8 @@ fn probe_prints_every_figure_beside_its_target_in_json() {
     }
     let random = rows.iter().find(|r| r["name"] == LATENCY_ROWS[0]).unwrap();
     assert_eq!(random["published"], 305.0, "Izraelevitz et al.'s random read");
+    // The target adds the model's extra to the same pool's figure with the model off.
+    assert!(random["note"].as_str().unwrap().contains("model off"), "{random}");
     for threads in [1, 2] {
         for name in BANDWIDTH_ROWS {
             let r = rows.iter().find(|r| r["name"] == name && r["threads"] == threads);

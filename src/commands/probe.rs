@@ -14,10 +14,16 @@
 //!   read bandwidth             1..=T threads reading 4 KiB sequentially
 //! ```
 //!
-//! On `--pmem emu` the latency rows also run on an `fs` pool of the same
-//! size, so that the target is this machine's own DRAM figure plus the
-//! model's extra (the model adds latency over DRAM); a bandwidth row's
-//! target is the model's bandwidth for that many threads. On `--pmem dax`
+//! On `--pmem emu` the latency rows also run with the model turned off
+//! ([`EmuBackend::set_modelled`]), on the same pool, so that the target is
+//! this machine's own figure plus the model's extra (the model adds latency
+//! over DRAM). Model off and on take turns, [`ROUNDS`] slices each, and each
+//! side's figure is the median of its slices: this machine's own random
+//! chase differs by up to ±8 % between two pools of one run (where the
+//! pages landed) and drifts within a run, so a baseline on another pool, or
+//! measured seconds before, moved the target by as much as the 10 % the
+//! model is held to. A bandwidth row's target is the model's bandwidth for
+//! that many threads. On `--pmem dax`
 //! nothing is modelled: the figures are the real device's, printed beside
 //! the `--nvm-profile` (default optane) published figures.
 //!
@@ -45,6 +51,9 @@ use crate::resolve::{self, parse_duration, parse_size};
 const OPTANE_RANDOM_READ_NS: f64 = 305.0;
 const OPTANE_DEVICE_WRITE_GB_PER_S: f64 = 13.9;
 const OPTANE_DEVICE_READ_GB_PER_S: f64 = 39.4;
+/// Slices of each latency row; on emu the model is off and on in turns
+/// (off, on, off, …), each side's median kept.
+const ROUNDS: u32 = 5;
 /// Writes between two fences in the bandwidth rows.
 const WRITES_PER_FENCE: u64 = 16;
 const PAGE_BYTES: u64 = 2 << 20;
@@ -144,10 +153,10 @@ pub fn probe(args: &ProbeArgs) -> CliResult {
     let path = args.pool.clone().unwrap_or_else(|| scratch.path().join("probe.pool"));
     let rows = match pmem {
         BackendKind::Emu => {
-            let baseline =
-                measure::<FsBackend>(&pool_options(&scratch, "baseline.pool", params), &settings)?;
-            let model = measure::<EmuBackend>(&with_path(&path, params), &settings)?;
-            emu_rows(&model, &baseline, &params)
+            let mut model = Probe::<EmuBackend>::create(&with_path(&path, params), &settings)?;
+            let (base, latency) = model_off_and_on(&mut model, &settings);
+            let measured = model.finish(latency, &settings)?;
+            emu_rows(&measured, &base, &params)
         }
         BackendKind::Dax => {
             device_rows(measure::<DaxBackend>(&with_path(&path, params), &settings)?, profile)
@@ -193,10 +202,6 @@ fn with_path(path: &Path, params: DeviceParams) -> BackendOptions {
     BackendOptions { latency: params, ..BackendOptions::new(path) }
 }
 
-fn pool_options(dir: &tempfile::TempDir, name: &str, params: DeviceParams) -> BackendOptions {
-    with_path(&dir.path().join(name), params)
-}
-
 /// SplitMix64: the probe's addresses need no more than a fast, seeded
 /// sequence (the main crate keeps its dependencies few).
 struct Rng(u64);
@@ -215,11 +220,17 @@ impl Rng {
     }
 }
 
-/// Raw figures of one backend.
-struct Measured {
+/// The latency rows of one backend (medians of [`ROUNDS`] slices).
+#[derive(Debug, Clone, Copy)]
+struct Latency {
     read_random_ns: f64,
     read_sequential_ns: f64,
     persist_ns: f64,
+}
+
+/// Raw figures of one backend.
+struct Measured {
+    latency: Latency,
     /// Per thread count 1..=T: (scattered 64 B, sequential 256 B, read 4 KiB).
     bandwidth: Vec<[Throughput; 3]>,
 }
@@ -246,30 +257,153 @@ impl Region {
     }
 }
 
+/// A fresh pool with the probe's region, and where each latency row's
+/// slices go on from (so that one slice does not replay the last).
+struct Probe<B: PmemBackend> {
+    pool: Pool<B>,
+    region: Region,
+    random: Vec<u64>,
+    chase_at: u64,
+    persist_rng: Rng,
+}
+
+impl<B: PmemBackend> Probe<B> {
+    fn create(opts: &BackendOptions, s: &Settings) -> CliResult<Self> {
+        let pages = s.size.div_ceil(PAGE_BYTES);
+        let pool_opts = PoolOptions { page_size: PAGE_BYTES, ..PoolOptions::default() };
+        let pool = Pool::<B>::create(opts, (pages + 2) * PAGE_BYTES, &pool_opts)?;
+        let owner = PageOwner { table: 1, worker: 0 };
+        let pages = (0..pages)
+            .map(|_| pool.allocate_page(1, owner).map(|page| pool.page_offset(page)))
+            .collect::<Result<_, _>>()?;
+        let region = Region { pages };
+        // The same cycle on every pool: the baseline chases what the model does.
+        let random = random_cycle(&region, &mut Rng(0x5eed));
+        Ok(Probe { pool, region, random, chase_at: 0, persist_rng: Rng(7) })
+    }
+
+    /// Write the cycle `order` into the region; the chase starts at its head.
+    fn lay(&mut self, order: &[u64]) {
+        let p = self.pool.persister(1);
+        for (i, &line) in order.iter().enumerate() {
+            let next = order[(i + 1) % order.len()];
+            p.write(self.region.line(line), &self.region.line(next).to_le_bytes());
+        }
+        self.chase_at = self.region.line(order[0]);
+    }
+
+    fn lay_random(&mut self) {
+        let order = std::mem::take(&mut self.random);
+        self.lay(&order);
+        self.random = order;
+    }
+
+    fn lay_sequential(&mut self) {
+        self.lay(&sequential_cycle(&self.region));
+    }
+
+    /// Chase the laid cycle for `duration`; nanoseconds per dependent load.
+    fn chase(&mut self, duration: Duration) -> f64 {
+        let p = self.pool.persister(1);
+        let mut offset = self.chase_at;
+        let mut buf = [0u8; 8];
+        let (started, mut loads) = (Instant::now(), 0u64);
+        while started.elapsed() < duration {
+            for _ in 0..256 {
+                p.read(offset, &mut buf);
+                offset = u64::from_le_bytes(buf);
+            }
+            loads += 256;
+        }
+        self.chase_at = std::hint::black_box(offset);
+        started.elapsed().as_nanos() as f64 / loads as f64
+    }
+
+    /// Write 64 B, flush, fence at random lines for `duration`; nanoseconds
+    /// per persist.
+    fn persist(&mut self, duration: Duration) -> f64 {
+        let p = self.pool.persister(1);
+        let line = [0x5au8; 64];
+        let (started, mut ops) = (Instant::now(), 0u64);
+        while started.elapsed() < duration {
+            for _ in 0..64 {
+                let offset = self.region.line(self.persist_rng.below(self.region.lines()));
+                p.write(offset, &line);
+                p.persist(offset, 64);
+            }
+            ops += 64;
+        }
+        started.elapsed().as_nanos() as f64 / ops as f64
+    }
+
+    /// The bandwidth rows, then close the pool.
+    fn finish(self, latency: Latency, s: &Settings) -> CliResult<Measured> {
+        let (pool, region) = (&self.pool, &self.region);
+        let bandwidth = (1..=s.threads)
+            .map(|t| {
+                [
+                    write_bandwidth(pool, region, t, Pattern::Scattered64, s.duration),
+                    write_bandwidth(pool, region, t, Pattern::Sequential256, s.duration),
+                    read_bandwidth(pool, region, t, s.duration),
+                ]
+            })
+            .collect();
+        self.pool.close()?;
+        Ok(Measured { latency, bandwidth })
+    }
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 { xs[n / 2] } else { (xs[n / 2 - 1] + xs[n / 2]) / 2.0 }
+}
+
+/// Every figure of one backend with nothing beside it (dax, fs, dram).
 fn measure<B: PmemBackend>(opts: &BackendOptions, s: &Settings) -> CliResult<Measured> {
-    let pages = s.size.div_ceil(PAGE_BYTES);
-    let pool_opts = PoolOptions { page_size: PAGE_BYTES, ..PoolOptions::default() };
-    let pool = Pool::<B>::create(opts, (pages + 2) * PAGE_BYTES, &pool_opts)?;
-    let owner = PageOwner { table: 1, worker: 0 };
-    let pages = (0..pages)
-        .map(|_| pool.allocate_page(1, owner).map(|page| pool.page_offset(page)))
-        .collect::<Result<_, _>>()?;
-    let region = Region { pages };
-    let mut rng = Rng(0x5eed);
-    let read_random_ns = chase(&pool, &region, &random_cycle(&region, &mut rng), s.duration);
-    let read_sequential_ns = chase(&pool, &region, &sequential_cycle(&region), s.duration);
-    let persist_ns = persist_latency(&pool, &region, s.duration);
-    let bandwidth = (1..=s.threads)
-        .map(|t| {
-            [
-                write_bandwidth(&pool, &region, t, Pattern::Scattered64, s.duration),
-                write_bandwidth(&pool, &region, t, Pattern::Sequential256, s.duration),
-                read_bandwidth(&pool, &region, t, s.duration),
-            ]
-        })
-        .collect();
-    pool.close()?;
-    Ok(Measured { read_random_ns, read_sequential_ns, persist_ns, bandwidth })
+    let mut probe = Probe::<B>::create(opts, s)?;
+    let slice = s.duration / ROUNDS;
+    probe.lay_random();
+    let read_random_ns = median((0..ROUNDS).map(|_| probe.chase(slice)).collect());
+    probe.lay_sequential();
+    let read_sequential_ns = median((0..ROUNDS).map(|_| probe.chase(slice)).collect());
+    let persist_ns = median((0..ROUNDS).map(|_| probe.persist(slice)).collect());
+    probe.finish(Latency { read_random_ns, read_sequential_ns, persist_ns }, s)
+}
+
+/// The latency rows of `probe` with the model off (this machine's own
+/// figures, on the same memory) and on, in alternating slices: (off, on).
+fn model_off_and_on(probe: &mut Probe<EmuBackend>, s: &Settings) -> (Latency, Latency) {
+    let slice = s.duration / ROUNDS;
+    let turns = |probe: &mut Probe<EmuBackend>,
+                 row: fn(&mut Probe<EmuBackend>, Duration) -> f64| {
+        let (mut off, mut on) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            // Each slice ends with its last fence, so no flush straddles the switch.
+            probe.pool.backend().set_modelled(false);
+            off.push(row(probe, slice));
+            probe.pool.backend().set_modelled(true);
+            on.push(row(probe, slice));
+        }
+        (median(off), median(on))
+    };
+    probe.lay_random();
+    let random = turns(probe, Probe::chase);
+    probe.lay_sequential();
+    let sequential = turns(probe, Probe::chase);
+    let persist = turns(probe, Probe::persist);
+    (
+        Latency {
+            read_random_ns: random.0,
+            read_sequential_ns: sequential.0,
+            persist_ns: persist.0,
+        },
+        Latency {
+            read_random_ns: random.1,
+            read_sequential_ns: sequential.1,
+            persist_ns: persist.1,
+        },
+    )
 }
 
 /// Line `i` holds the offset of the line after it in one random cycle.
@@ -283,49 +417,6 @@ fn random_cycle(region: &Region, rng: &mut Rng) -> Vec<u64> {
 
 fn sequential_cycle(region: &Region) -> Vec<u64> {
     (0..region.lines()).collect()
-}
-
-/// Write the cycle `order` into the region, then chase it for `duration`;
-/// returns nanoseconds per dependent load.
-fn chase<B: PmemBackend>(
-    pool: &Pool<B>,
-    region: &Region,
-    order: &[u64],
-    duration: Duration,
-) -> f64 {
-    let p = pool.persister(1);
-    for (i, &line) in order.iter().enumerate() {
-        let next = order[(i + 1) % order.len()];
-        p.write(region.line(line), &region.line(next).to_le_bytes());
-    }
-    let mut offset = region.line(order[0]);
-    let mut buf = [0u8; 8];
-    let (started, mut loads) = (Instant::now(), 0u64);
-    while started.elapsed() < duration {
-        for _ in 0..256 {
-            p.read(offset, &mut buf);
-            offset = u64::from_le_bytes(buf);
-        }
-        loads += 256;
-    }
-    std::hint::black_box(offset);
-    started.elapsed().as_nanos() as f64 / loads as f64
-}
-
-fn persist_latency<B: PmemBackend>(pool: &Pool<B>, region: &Region, duration: Duration) -> f64 {
-    let p = pool.persister(1);
-    let mut rng = Rng(7);
-    let line = [0x5au8; 64];
-    let (started, mut ops) = (Instant::now(), 0u64);
-    while started.elapsed() < duration {
-        for _ in 0..64 {
-            let offset = region.line(rng.below(region.lines()));
-            p.write(offset, &line);
-            p.persist(offset, 64);
-        }
-        ops += 64;
-    }
-    started.elapsed().as_nanos() as f64 / ops as f64
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -459,47 +550,48 @@ fn latency_target(base_ns: f64, extra_ns: u64, media_bytes: u64, gb_per_s: Optio
     (base_ns + extra_ns as f64).max(bandwidth_ns)
 }
 
-fn emu_rows(m: &Measured, base: &Measured, p: &DeviceParams) -> Vec<ProbeRow> {
+fn emu_rows(m: &Measured, base: &Latency, p: &DeviceParams) -> Vec<ProbeRow> {
+    let l = &m.latency;
     let optane = p.profile == NvmProfile::Optane;
     let (g, read_bw) = (p.media_granularity_bytes, p.thread_read_bandwidth());
     let mut rows = vec![
         ProbeRow {
             published: optane.then_some(OPTANE_RANDOM_READ_NS),
             note: format!(
-                "this machine {:.0} ns + model {} ns",
+                "this machine (model off) {:.0} ns + model {} ns",
                 base.read_random_ns, p.read_random_ns
             ),
             ..row(
                 "read latency, random",
                 1,
                 "ns",
-                m.read_random_ns,
+                l.read_random_ns,
                 Some(latency_target(base.read_random_ns, p.read_random_ns, g, read_bw)),
             )
         },
         ProbeRow {
             note: format!(
-                "this machine {:.0} ns + model {} ns",
+                "this machine (model off) {:.0} ns + model {} ns",
                 base.read_sequential_ns, p.read_sequential_ns
             ),
             ..row(
                 "read latency, sequential",
                 1,
                 "ns",
-                m.read_sequential_ns,
+                l.read_sequential_ns,
                 Some(latency_target(base.read_sequential_ns, p.read_sequential_ns, 64, read_bw)),
             )
         },
         ProbeRow {
             note: format!(
-                "this machine {:.0} ns + model {} ns, or one granule at the thread's write bandwidth",
+                "this machine (model off) {:.0} ns + model {} ns, or one granule at the thread's write bandwidth",
                 base.persist_ns, p.persist_ns
             ),
             ..row(
                 "persist latency (64 B)",
                 1,
                 "ns",
-                m.persist_ns,
+                l.persist_ns,
                 Some(latency_target(base.persist_ns, p.persist_ns, g, p.thread_write_bandwidth(1))),
             )
         },
@@ -546,10 +638,10 @@ fn device_rows(m: Measured, profile: NvmProfile) -> Vec<ProbeRow> {
     let mut rows = vec![
         ProbeRow {
             published: optane.then_some(OPTANE_RANDOM_READ_NS),
-            ..row("read latency, random", 1, "ns", m.read_random_ns, None)
+            ..row("read latency, random", 1, "ns", m.latency.read_random_ns, None)
         },
-        row("read latency, sequential", 1, "ns", m.read_sequential_ns, None),
-        row("persist latency (64 B)", 1, "ns", m.persist_ns, None),
+        row("read latency, sequential", 1, "ns", m.latency.read_sequential_ns, None),
+        row("persist latency (64 B)", 1, "ns", m.latency.persist_ns, None),
     ];
     for (i, [scattered, sequential, read]) in m.bandwidth.iter().enumerate() {
         let t = i + 1;

@@ -12,18 +12,24 @@
 //!
 //! With an idle device (the `dram` profile) the backend never calls the
 //! model: it is `fs` plus one predictable branch per read, flush and fence.
+//! [`EmuBackend::set_modelled`] turns the model off and on for a running
+//! pool (the same branch): `zen probe` measures this machine's own figures
+//! on the very memory the model's run on.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use super::{BackendKind, BackendOptions, FsBackend, PersistenceDomain, PmemBackend};
-use crate::device::{Charge, Clock, Device, DeviceParams};
+use crate::device::{Charge, Clock, Device, DeviceParams, Stamp};
 use crate::error::{PmemError, Result};
 
 pub struct EmuBackend {
     inner: FsBackend,
     device: Device,
-    /// `device.params().is_idle()`, kept beside the hot path's other fields.
-    idle: bool,
+    /// `device.params().is_idle()`, or the model turned off
+    /// ([`EmuBackend::set_modelled`]); kept beside the hot path's other
+    /// fields. A relaxed load: the same plain load a `bool` field takes.
+    idle: AtomicBool,
 }
 
 impl EmuBackend {
@@ -40,8 +46,22 @@ impl EmuBackend {
         Ok(EmuBackend {
             inner,
             device: Device::new(params, Default::default()),
-            idle: params.is_idle(),
+            idle: AtomicBool::new(params.is_idle()),
         })
+    }
+
+    /// Charge accesses from now on by the model (`true`, unless the device
+    /// is idle), or not at all (`false`: the backend is `fs` plus a branch,
+    /// as with the `dram` profile). For `zen probe`'s baseline on the same
+    /// memory; flushes issued while off cost no media bytes at the next
+    /// fence, so switch between fences.
+    pub fn set_modelled(&self, on: bool) {
+        self.idle.store(!on || self.device.params().is_idle(), Relaxed);
+    }
+
+    #[inline]
+    fn idle(&self) -> bool {
+        self.idle.load(Relaxed)
     }
 
     pub fn model(&self) -> &DeviceParams {
@@ -86,23 +106,23 @@ impl PmemBackend for EmuBackend {
     #[inline]
     fn read(&self, offset: u64, buf: &mut [u8]) -> u64 {
         self.inner.mapping().read(offset, buf);
-        if self.idle {
+        if self.idle() {
             return 0;
         }
         let started = self.stamp();
         let charge = self.device.on_read(None, offset, buf.len() as u64, started);
-        self.device.stall(started, &charge);
+        self.device.stall(Stamp::AfterLoads, started, &charge);
         charge.stall_ns()
     }
     #[inline]
     fn read_by(&self, thread: u32, offset: u64, buf: &mut [u8]) -> Charge {
         self.inner.mapping().read(offset, buf);
-        if self.idle {
+        if self.idle() {
             return Charge::default();
         }
         let started = self.stamp();
         let charge = self.device.on_read(Some(thread), offset, buf.len() as u64, started);
-        self.device.stall(started, &charge);
+        self.device.stall(Stamp::AfterLoads, started, &charge);
         charge
     }
     #[inline]
@@ -124,7 +144,7 @@ impl PmemBackend for EmuBackend {
     #[inline]
     fn flush(&self, thread: u32, offset: u64, len: u64) {
         self.inner.flush(thread, offset, len);
-        if !self.idle {
+        if !self.idle() {
             self.device.on_flush(thread, offset, len);
         }
     }
@@ -135,11 +155,11 @@ impl PmemBackend for EmuBackend {
     #[inline]
     fn fence_by(&self, thread: u32, lines_flushed: u64) -> Charge {
         self.inner.fence(thread, lines_flushed);
-        if self.idle {
+        if self.idle() {
             return Charge::default();
         }
         let (charge, started) = self.device.on_fence(thread, lines_flushed);
-        self.device.stall(started, &charge);
+        self.device.stall(Stamp::Unordered, started, &charge);
         charge
     }
     fn reserve_space(&self) -> Result<()> {
@@ -147,5 +167,47 @@ impl PmemBackend for EmuBackend {
     }
     fn sync_all(&self) -> Result<()> {
         self.inner.sync_all()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::NvmProfile;
+
+    fn pool(dir: &Path, profile: NvmProfile) -> EmuBackend {
+        let opts =
+            BackendOptions { latency: profile.model(), ..BackendOptions::new(dir.join("p")) };
+        EmuBackend::create(&opts, 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn a_pool_with_the_model_off_charges_nothing_and_with_it_on_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = pool(dir.path(), NvmProfile::Optane);
+        let mut buf = [0u8; 8];
+        let optane = NvmProfile::Optane.model();
+        assert_eq!(b.read_by(1, 4096, &mut buf).read_latency_ns, optane.read_random_ns);
+        b.set_modelled(false);
+        assert_eq!(b.read_by(1, 8192, &mut buf), Charge::default());
+        b.flush(1, 8192, 64);
+        assert_eq!(b.fence_by(1, 1), Charge::default());
+        b.set_modelled(true);
+        b.flush(1, 16384, 64);
+        let fence = b.fence_by(1, 1);
+        assert_eq!(fence.write_latency_ns, optane.fence_cost_ns(1));
+        assert_eq!(fence.media_bytes_written, optane.media_granularity_bytes);
+        assert_eq!(b.read_by(1, 65536, &mut buf).read_latency_ns, optane.read_random_ns);
+    }
+
+    #[test]
+    fn an_idle_device_stays_idle_when_the_model_is_turned_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = pool(dir.path(), NvmProfile::Dram);
+        b.set_modelled(true);
+        let mut buf = [0u8; 8];
+        assert_eq!(b.read_by(1, 4096, &mut buf), Charge::default());
+        b.flush(1, 4096, 64);
+        assert_eq!(b.fence_by(1, 1), Charge::default());
     }
 }

@@ -4,15 +4,47 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+/// How an access's stamp is taken, which decides what it waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stamp {
+    /// After every earlier load is globally visible (`rdtscp`): a read's
+    /// wait starts when its data has arrived, so the machine's own miss is
+    /// not overlapped with the modelled latency.
+    AfterLoads,
+    /// Whenever the CPU gets to it (`rdtsc`): a fence's or flush's stamp,
+    /// which must not wait for the write-back to drain. An ordered stamp
+    /// after `sfence` waits for the store miss and the write-back to
+    /// complete, which the `fs` backend lets run under the thread's next
+    /// work: `zen probe` measured ~300 ns per cache-missing persist from
+    /// that alone (docs/design/nvm-emulation.md, "Calibration").
+    Unordered,
+}
+
 /// Nanoseconds since an arbitrary origin, monotonic.
 pub trait Clock: Send + Sync + 'static {
+    /// The time, ordered after the caller's earlier loads ([`Stamp::AfterLoads`]).
     fn now_ns(&self) -> u64;
 
-    /// Nanoseconds a modelled access spends outside the span its wait
-    /// covers (the stamp itself, the wait's last poll and its exit): taken
-    /// off every deadline (see [`TscClock::fixed_cost_ns`]). 0 for a clock
-    /// that only moves when told to.
-    fn fixed_cost_ns(&self) -> u64 {
+    /// The time, not ordered after earlier memory operations
+    /// ([`Stamp::Unordered`]).
+    fn now_unordered_ns(&self) -> u64 {
+        self.now_ns()
+    }
+
+    /// The time, taken as `stamp` says.
+    fn stamp_ns(&self, stamp: Stamp) -> u64 {
+        match stamp {
+            Stamp::AfterLoads => self.now_ns(),
+            Stamp::Unordered => self.now_unordered_ns(),
+        }
+    }
+
+    /// Nanoseconds a modelled access stamped as `stamp` spends outside the
+    /// span its wait covers (the stamp itself, the wait's last poll and its
+    /// exit): taken off every deadline (see [`TscClock::fixed_cost_ns`]). 0
+    /// for a clock that only moves when told to.
+    fn fixed_cost_ns(&self, stamp: Stamp) -> u64 {
+        let _ = stamp;
         0
     }
 }
@@ -61,20 +93,30 @@ impl Clock for TscClock {
         self.ns_of(crate::cpu::rdtsc_ordered())
     }
 
-    /// Measured once per process: the stamp-and-wait sequence of a modelled
-    /// access (an ordered stamp, a deadline less the carried overshoot, a
-    /// spin to it) run for a fixed wait, in 8 batches of 256; the least time
-    /// per access over the wait is the cost (at most 200 ns). On this
-    /// project's 2-core KVM guest it is ~40 ns: `rdtscp` (~23 ns), the
-    /// spin's last `rdtsc` poll (~12 ns) and the conversions.
-    fn fixed_cost_ns(&self) -> u64 {
-        static COST: OnceLock<u64> = OnceLock::new();
-        *COST.get_or_init(|| self.calibrate())
+    #[inline]
+    fn now_unordered_ns(&self) -> u64 {
+        self.ns_of(crate::cpu::rdtsc())
+    }
+
+    /// Measured once per process and kind of stamp: the stamp-and-wait
+    /// sequence of a modelled access (a stamp, a deadline less the carried
+    /// overshoot, a spin to it) run for a fixed wait, in 8 batches of 256;
+    /// the least time per access over the wait is the cost (at most 200
+    /// ns). On this project's 2-core KVM guest it is ~40 ns with `rdtscp`
+    /// (~23 ns), the spin's last `rdtsc` poll (~12 ns) and the conversions.
+    fn fixed_cost_ns(&self, stamp: Stamp) -> u64 {
+        static AFTER_LOADS: OnceLock<u64> = OnceLock::new();
+        static UNORDERED: OnceLock<u64> = OnceLock::new();
+        let cost = match stamp {
+            Stamp::AfterLoads => &AFTER_LOADS,
+            Stamp::Unordered => &UNORDERED,
+        };
+        *cost.get_or_init(|| self.calibrate(stamp))
     }
 }
 
 impl TscClock {
-    fn calibrate(&self) -> u64 {
+    fn calibrate(&self, stamp: Stamp) -> u64 {
         const WAIT_NS: u64 = 150;
         let per_tick = self.ns_per_tick;
         let mut least = f64::INFINITY;
@@ -82,8 +124,8 @@ impl TscClock {
             let mut credit = 0u64;
             let start = crate::cpu::rdtsc_ordered();
             for _ in 0..256 {
-                let stamp = self.now_ns();
-                let deadline = (stamp + WAIT_NS).saturating_sub(credit);
+                let started = self.stamp_ns(stamp);
+                let deadline = (started + WAIT_NS).saturating_sub(credit);
                 let resumed = self.spin_until(deadline);
                 credit = resumed.saturating_sub(deadline).min(super::MAX_CREDIT_NS);
             }

@@ -69,7 +69,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use crossbeam_utils::CachePadded;
 
 pub use bucket::Bucket;
-pub use clock::{Clock, ManualClock, TscClock};
+pub use clock::{Clock, ManualClock, Stamp, TscClock};
 pub use combine::Combiner;
 pub use params::{DeviceParams, NvmProfile, ParamError};
 
@@ -179,8 +179,10 @@ pub struct Device<C: Clock = TscClock> {
     read_ps_per_byte: Option<u64>,
     /// Write cost per byte for 1..=64 writers (index 0 unused), or with `--nvm-share`.
     write_ps_per_byte: Option<Box<[u64]>>,
-    /// The clock's [`Clock::fixed_cost_ns`], read once.
-    fixed_cost_ns: u64,
+    /// The clock's [`Clock::fixed_cost_ns`] of a read's stamp and of a
+    /// fence's, read once.
+    read_fixed_ns: u64,
+    fence_fixed_ns: u64,
 }
 
 impl<C: Clock> Device<C> {
@@ -204,7 +206,16 @@ impl<C: Clock> Device<C> {
             writers: WriterWindow::default(),
             read_ps_per_byte,
             write_ps_per_byte,
-            fixed_cost_ns: if params.is_idle() { 0 } else { clock.fixed_cost_ns() },
+            read_fixed_ns: if params.is_idle() {
+                0
+            } else {
+                clock.fixed_cost_ns(Stamp::AfterLoads)
+            },
+            fence_fixed_ns: if params.is_idle() {
+                0
+            } else {
+                clock.fixed_cost_ns(Stamp::Unordered)
+            },
             clock,
         }
     }
@@ -241,7 +252,7 @@ impl<C: Clock> Device<C> {
             slot.combiner.write_back(offset, len, p.media_granularity_bytes, p.combine_lines);
         let pending = slot.pending_media_bytes.load(Relaxed);
         if let (Some(costs), true) = (&self.write_ps_per_byte, bytes > 0) {
-            let now_ps = self.clock.now_ns() * 1000;
+            let now_ps = self.clock.now_unordered_ns() * 1000;
             let done = if pending == 0 { 0 } else { slot.pending_done_ps.load(Relaxed) };
             slot.pending_done_ps.store(done.max(now_ps) + bytes * costs[1], Relaxed);
         }
@@ -250,13 +261,15 @@ impl<C: Clock> Device<C> {
 
     /// `thread` fenced after flushing `lines_flushed` lines since its last
     /// fence; the calling OS thread is the runner. Returns the charge and the
-    /// time the clock read (not read, and 0, when there is nothing to charge).
+    /// time the clock read (not read, and 0, when there is nothing to charge):
+    /// an [unordered](Stamp::Unordered) stamp, so that the wait does not
+    /// first wait for the fence's write-backs to drain.
     #[inline]
     pub fn on_fence(&self, thread: u32, lines_flushed: u64) -> (Charge, u64) {
         if lines_flushed == 0 && self.slot(thread).pending_media_bytes.load(Relaxed) == 0 {
             return (Charge::default(), 0);
         }
-        let now_ns = self.clock.now_ns();
+        let now_ns = self.clock.now_unordered_ns();
         (self.on_fence_by(current_runner(), thread, lines_flushed, now_ns), now_ns)
     }
 
@@ -346,15 +359,19 @@ impl<C: Clock> Device<C> {
         charge
     }
 
-    /// When `runner` should resume after an access that started at
-    /// `started_ns` and was charged `stall_ns`: `started_ns + stall_ns`, less
+    /// When `runner` should resume after an access stamped `stamp` at
+    /// `started_ns` and charged `stall_ns`: `started_ns + stall_ns`, less
     /// the overshoot its last wait carried and the clock's fixed cost per
-    /// access ([`Clock::fixed_cost_ns`]). The model's own work between the
+    /// access with that stamp ([`Clock::fixed_cost_ns`]). The model's own work between the
     /// stamp and the wait (the charge, the bucket), the wait's overshoot and
     /// the stamp itself are thus paid out of the charge, not on top of it
     /// (`zen probe` measured 35–75 ns of them per access before).
-    pub fn resume_at(&self, runner: usize, started_ns: u64, stall_ns: u64) -> u64 {
-        let credit = self.runner(runner).credit_ns.load(Relaxed) + self.fixed_cost_ns;
+    pub fn resume_at(&self, runner: usize, stamp: Stamp, started_ns: u64, stall_ns: u64) -> u64 {
+        let fixed = match stamp {
+            Stamp::AfterLoads => self.read_fixed_ns,
+            Stamp::Unordered => self.fence_fixed_ns,
+        };
+        let credit = self.runner(runner).credit_ns.load(Relaxed) + fixed;
         (started_ns + stall_ns).saturating_sub(credit)
     }
 
@@ -367,16 +384,16 @@ impl<C: Clock> Device<C> {
 }
 
 impl Device<TscClock> {
-    /// Busy-wait for `charge` of an access this thread started at
+    /// Busy-wait for `charge` of an access this thread stamped `stamp` at
     /// `started_ns` (see [`Device::resume_at`]).
     #[inline]
-    pub fn stall(&self, started_ns: u64, charge: &Charge) {
+    pub fn stall(&self, stamp: Stamp, started_ns: u64, charge: &Charge) {
         let stall = charge.stall_ns();
         if stall == 0 {
             return;
         }
         let runner = current_runner();
-        let deadline = self.resume_at(runner, started_ns, stall);
+        let deadline = self.resume_at(runner, stamp, started_ns, stall);
         let resumed = self.clock.spin_until(deadline);
         self.settle(runner, deadline, resumed);
     }
@@ -629,30 +646,63 @@ mod tests {
         assert_eq!(c.bandwidth_wait_ns, (4096 * ps - bucket::BURST_PS).div_ceil(1000));
     }
 
+    /// A hand-moved clock whose ordered stamp costs more than its unordered one.
+    struct StampCosts(ManualClock);
+
+    impl Clock for StampCosts {
+        fn now_ns(&self) -> u64 {
+            self.0.now_ns()
+        }
+        fn fixed_cost_ns(&self, stamp: Stamp) -> u64 {
+            match stamp {
+                Stamp::AfterLoads => 40,
+                Stamp::Unordered => 15,
+            }
+        }
+    }
+
+    #[test]
+    fn each_kind_of_stamp_has_its_own_fixed_cost_taken_off_the_deadline() {
+        let d = Device::new(NvmProfile::Optane.model(), StampCosts(ManualClock::default()));
+        // A read's stamp waits for its loads (rdtscp), a fence's does not (rdtsc).
+        assert_eq!(d.resume_at(1, Stamp::AfterLoads, 1_000, 224), 1_184);
+        assert_eq!(d.resume_at(1, Stamp::Unordered, 1_000, 100), 1_085);
+        // An idle device never waits, so it never measures either.
+        let idle = Device::new(NvmProfile::Dram.model(), StampCosts(ManualClock::default()));
+        assert_eq!(idle.resume_at(1, Stamp::AfterLoads, 1_000, 224), 1_224);
+        assert_eq!(idle.resume_at(1, Stamp::Unordered, 1_000, 100), 1_100);
+    }
+
     #[test]
     fn the_overshoot_of_a_wait_comes_off_the_next() {
         let d = optane(None);
         // A 224-ns read stamped at 1000; the wait overshoots by 40 ns.
-        assert_eq!(d.resume_at(3, 1_000, 224), 1_224);
+        assert_eq!(d.resume_at(3, Stamp::AfterLoads, 1_000, 224), 1_224);
         d.settle(3, 1_224, 1_264);
         // The next deadline comes 40 ns early; another runner owes nothing.
-        assert_eq!(d.resume_at(3, 2_000, 224), 2_184);
-        assert_eq!(d.resume_at(4, 2_000, 224), 2_224);
+        assert_eq!(d.resume_at(3, Stamp::AfterLoads, 2_000, 224), 2_184);
+        assert_eq!(d.resume_at(4, Stamp::AfterLoads, 2_000, 224), 2_224);
         // With a fixed 40-ns overshoot per wait, n waits take n charges
         // (plus the last overshoot): the model's cost is paid out of the charge.
         let mut now = 10_000u64;
         for _ in 0..100 {
-            let deadline = d.resume_at(3, now, 72);
+            let deadline = d.resume_at(3, Stamp::AfterLoads, now, 72);
             now = deadline + 40;
             d.settle(3, deadline, now);
         }
         assert_eq!(now, 10_000 + 100 * 72);
         // A wait cut short by nothing but preempted for 5 ms carries 1 µs at most.
         d.settle(3, 50_000, 5_050_000);
-        assert_eq!(d.resume_at(3, 6_000_000, 224), 6_000_000 + 224 - MAX_CREDIT_NS);
+        assert_eq!(
+            d.resume_at(3, Stamp::AfterLoads, 6_000_000, 224),
+            6_000_000 + 224 - MAX_CREDIT_NS
+        );
         // A charge smaller than the credit is not waited at all; what was
         // left over is carried, within the cap.
-        assert_eq!(d.resume_at(3, 7_000_000, 10), 7_000_000 + 10 - MAX_CREDIT_NS);
+        assert_eq!(
+            d.resume_at(3, Stamp::AfterLoads, 7_000_000, 10),
+            7_000_000 + 10 - MAX_CREDIT_NS
+        );
         d.settle(3, 7_000_000 + 10 - MAX_CREDIT_NS, 7_000_030);
         assert_eq!(d.runner(3).credit_ns.load(Relaxed), MAX_CREDIT_NS);
     }

@@ -370,6 +370,16 @@ impl<B: PmemBackend> Store for FalconStore<B> {
         false
     }
 
+    fn prefetch_row(core: &Core<Self>, t: &Table<FalconTable>, rid: u64) {
+        let slot = t.records.get(rid).loc.load(Ordering::Relaxed);
+        if slot != 0 {
+            core.store
+                .pool
+                .persister(BACKGROUND_THREAD)
+                .prefetch(slot + layout::SLOT_HEADER, t.row_bytes as u64);
+        }
+    }
+
     fn read_row_quiescent(
         core: &Core<Self>,
         t: &Table<FalconTable>,

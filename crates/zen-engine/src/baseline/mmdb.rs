@@ -383,6 +383,17 @@ impl<B: PmemBackend> Store for MmdbStore<B> {
         core.store.read_placed(t, rid, volatile_thread(local.worker), out)
     }
 
+    fn prefetch_row(core: &Core<Self>, t: &Table<MmdbTable>, rid: u64) {
+        let loc = t.records.get(rid).loc.load(Ordering::Relaxed);
+        if loc & DRAM_BIT != 0 {
+            if loc & !DRAM_BIT < t.ext.rows.count() {
+                t.ext.rows.prefetch(loc & !DRAM_BIT);
+            }
+        } else if loc != 0 {
+            core.store.pool.persister(BACKGROUND_THREAD).prefetch(loc + 8, t.ext.nvm_row_bytes - 8);
+        }
+    }
+
     fn read_row_quiescent(
         core: &Core<Self>,
         t: &Table<MmdbTable>,

@@ -154,8 +154,9 @@ pub trait Store: Send + Sync + Sized + 'static {
     ) -> bool;
 
     /// Start loading the row of `rid` (a hint for
-    /// [`crate::api::Transaction::prefetch`]; the record's words are
-    /// prefetched by the core). The default does nothing.
+    /// [`crate::api::Transaction::prefetch`]; the core asked for the
+    /// record's words just before, so its location word is on its way). No
+    /// counter moves. The default does nothing.
     fn prefetch_row(_core: &Core<Self>, _t: &Table<Self::TableExt>, _rid: u64) {}
 
     /// Read the live row of `rid` in a quiescent engine (checks, checkpoints).

@@ -419,6 +419,19 @@ impl<B: PmemBackend> Store for WblStore<B> {
         false
     }
 
+    fn prefetch_row(core: &Core<Self>, t: &Table<WblTable>, rid: u64) {
+        let r = t.records.get(rid);
+        if !t.ext.cache.prefetch(&r.aux) {
+            let head = r.loc.load(Ordering::Relaxed);
+            if head != 0 {
+                core.store
+                    .pool
+                    .persister(BACKGROUND_THREAD)
+                    .prefetch(head + layout::SLOT_HEADER, t.row_bytes as u64);
+            }
+        }
+    }
+
     fn read_row_quiescent(
         core: &Core<Self>,
         t: &Table<WblTable>,

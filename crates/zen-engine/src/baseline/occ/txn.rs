@@ -330,20 +330,27 @@ impl<'e, S: Store> OccWorker<'e, S> {
     }
 
     /// `Transaction::prefetch`: in groups of [`PREFETCH_GROUP`] keys, first
-    /// every key's point-index line, then, once those have had time to
-    /// arrive, each found key's record words and row (`Store::prefetch_row`).
-    /// Reads nothing into the read set and writes nothing.
+    /// every key's point-index line, then each found key's record words, then
+    /// its row (`Store::prefetch_row`, which may read the record's location
+    /// word, now on its way): each stage's misses overlap. Reads nothing into
+    /// the read set and writes nothing.
     fn prefetch(&mut self, table: TableId, keys: &[u64]) {
         let Ok(t) = self.table(table) else { return };
+        let mut rids = [0u64; PREFETCH_GROUP];
         for group in keys.chunks(PREFETCH_GROUP) {
             for &key in group {
                 t.index.prefetch(key);
             }
+            let mut found = 0;
             for &key in group {
                 if let Some(rid) = t.lookup(key) {
                     zen_pmem::cpu::prefetch(t.records.get(rid));
-                    S::prefetch_row(self.core, t, rid);
+                    rids[found] = rid;
+                    found += 1;
                 }
+            }
+            for &rid in &rids[..found] {
+                S::prefetch_row(self.core, t, rid);
             }
         }
     }

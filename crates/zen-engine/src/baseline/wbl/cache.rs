@@ -85,6 +85,22 @@ impl TupleCache {
         self.entries.load(Ordering::Acquire)
     }
 
+    /// Start loading the entry and row that `aux` names; false when it names
+    /// none (the row is in NVM only).
+    pub fn prefetch(&self, aux: &AtomicU64) -> bool {
+        let Some(index) = (aux.load(Ordering::Relaxed) as u32).checked_sub(1) else {
+            return false;
+        };
+        let index = u64::from(index);
+        if index >= self.capacity() {
+            return false;
+        }
+        let (e, data) = self.slot(index);
+        zen_pmem::cpu::prefetch(e);
+        zen_pmem::cpu::prefetch_lines(data);
+        true
+    }
+
     /// Copy the cached row of `rid` at version `cts` into `out`, if cached.
     pub fn read(&self, aux: &AtomicU64, rid: u64, cts: u64, out: &mut [u8]) -> bool {
         let Some(index) = (aux.load(Ordering::Acquire) as u32).checked_sub(1) else {

@@ -64,11 +64,33 @@ impl PrimaryIndex {
         self.point.get(key)
     }
 
-    /// Start loading the point-index line of `key` (see
-    /// [`crate::api::Transaction::prefetch`]).
-    #[inline]
-    pub fn prefetch(&self, key: u64) {
-        self.point.prefetch(key);
+    /// The stages of [`crate::api::Transaction::prefetch`] that every engine
+    /// shares, in groups of [`PREFETCH_GROUP`] keys: ask for every key's
+    /// point-index line; then look each key up (its line is on its way) and
+    /// hand its record id to `record`, which asks for the record's words;
+    /// then hand the group's record ids to `rows`, which asks for what those
+    /// words name. The misses of each stage overlap.
+    pub fn prefetch(
+        &self,
+        keys: &[u64],
+        mut record: impl FnMut(u64),
+        mut rows: impl FnMut(&[u64]),
+    ) {
+        let mut rids = [0u64; PREFETCH_GROUP];
+        for group in keys.chunks(PREFETCH_GROUP) {
+            for &key in group {
+                self.point.prefetch(key);
+            }
+            let mut found = 0;
+            for &key in group {
+                if let Some(rid) = self.point.get(key) {
+                    record(rid);
+                    rids[found] = rid;
+                    found += 1;
+                }
+            }
+            rows(&rids[..found]);
+        }
     }
 
     /// Give `key` the record `rid` unless it has one; returns the record id

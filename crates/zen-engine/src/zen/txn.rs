@@ -28,7 +28,6 @@ use crate::api::{CacheStats, Durability, TableId, TxnOptions};
 use crate::cc::{Protocol, ReadItem, silo};
 use crate::error::{AbortReason, Error, Result};
 use crate::heap::{self, SlotHeader};
-use crate::index::PREFETCH_GROUP;
 use crate::sched;
 use crate::schema::MAX_KEY;
 
@@ -608,28 +607,17 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         Ok(loc != LOC_EMPTY && observed & silo::ABSENT == 0)
     }
 
-    /// `Transaction::prefetch`: in groups of [`PREFETCH_GROUP`] keys, the
-    /// point-index lines of every key, then each found record's location
-    /// word, then the Met-Cache entry header and row it names: the four
-    /// dependent misses of a cold read, overlapped across the group. A
-    /// location that names a heap slot (not cached) is left to `cache_in`.
-    /// Reads nothing into the read set and writes nothing.
+    /// `Transaction::prefetch` (`PrimaryIndex::prefetch`'s stages): the
+    /// point-index lines, then each found record's location word, then the
+    /// Met-Cache entry header and row it names, or the heap slot that
+    /// `cache_in` will read: the four dependent misses of a cold read,
+    /// overlapped across a group of keys. Reads nothing into the read set and
+    /// writes nothing.
     pub(crate) fn prefetch(&mut self, table: TableId, keys: &[u64]) {
         let Ok(t) = self.table(table) else { return };
-        let mut rids = [0u64; PREFETCH_GROUP];
-        for group in keys.chunks(PREFETCH_GROUP) {
-            for &key in group {
-                t.index.prefetch(key);
-            }
-            let mut found = 0;
-            for &key in group {
-                if let Some(rid) = t.lookup(key) {
-                    zen_pmem::cpu::prefetch(t.records.loc(rid));
-                    rids[found] = rid;
-                    found += 1;
-                }
-            }
-            for &rid in &rids[..found] {
+        let (shared, thread) = (self.s, self.thread);
+        let row_stage = |rids: &[u64]| {
+            for &rid in rids {
                 let loc = t.records.loc(rid).load(Ordering::Relaxed);
                 match loc_entry(loc) {
                     Some((w, idx)) if w < t.caches.len() => {
@@ -640,16 +628,15 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
                         zen_pmem::cpu::prefetch_lines(region.data(idx));
                     }
                     Some(_) => {}
-                    // Not cached: `cache_in` will read the heap slot.
-                    None if loc != LOC_EMPTY => self
-                        .s
+                    None if loc != LOC_EMPTY => shared
                         .pool
-                        .persister(self.thread)
+                        .persister(thread)
                         .prefetch(loc, heap::SLOT_HEADER_BYTES + t.row_bytes as u64),
                     None => {}
                 }
             }
-        }
+        };
+        t.index.prefetch(keys, |rid| zen_pmem::cpu::prefetch(t.records.loc(rid)), row_stage);
     }
 
     fn push_write(&mut self, t: &Table, key: u64, rid: u64, kind: WriteKind, row: Option<&[u8]>) {

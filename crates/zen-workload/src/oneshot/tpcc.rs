@@ -47,7 +47,10 @@ use crate::error::{Error, Result};
 use crate::meta::{self, LEDGER_AMOUNT_AT, LEDGER_EVENTS_AT, LEDGER_ROWS};
 use crate::tpcc::random;
 use crate::tpcc::schema::*;
-use crate::tpcc::txn::{CustomerRef, MAX_LINES, NewOrder, Payment, prepend_bad_credit_data};
+use crate::tpcc::txn::{
+    CustomerRef, MAX_LINES, NewOrder, Payment, add_i32, add_i64, get_i32 as i32_at,
+    prepend_bad_credit_data,
+};
 use crate::tpcc::{TXN_TYPES, Tables, Tpcc, TpccRequest};
 
 type TxResult<T = ()> = zen_engine::Result<T>;
@@ -156,18 +159,6 @@ fn must_get(
     } else {
         Err(EngineError::KeyNotFound { table: name.to_string(), key })
     }
-}
-
-fn add_i64(r: &mut [u8], at: usize, delta: i64) {
-    row::put_i64(r, at, row::get_i64(r, at) + delta);
-}
-
-fn add_i32(r: &mut [u8], at: usize, delta: i32) {
-    row::put_i32(r, at, row::get_i32(r, at) + delta);
-}
-
-fn i32_at(r: &[u8], at: usize) -> u64 {
-    row::get_i32(r, at) as u64
 }
 
 /// The customer of `key` read, its last name checked when the

@@ -257,15 +257,15 @@ fn insert_derived(tx: &mut dyn Transaction, table: TableId, key: u64, data: &[u8
     }
 }
 
-fn add_i64(r: &mut [u8], at: usize, delta: i64) {
+pub(crate) fn add_i64(r: &mut [u8], at: usize, delta: i64) {
     row::put_i64(r, at, row::get_i64(r, at) + delta);
 }
 
-fn add_i32(r: &mut [u8], at: usize, delta: i32) {
+pub(crate) fn add_i32(r: &mut [u8], at: usize, delta: i32) {
     row::put_i32(r, at, row::get_i32(r, at) + delta);
 }
 
-fn get_i32(r: &[u8], at: usize) -> u64 {
+pub(crate) fn get_i32(r: &[u8], at: usize) -> u64 {
     row::get_i32(r, at) as u64
 }
 

@@ -34,7 +34,6 @@ use crate::api::{
     CacheStats, CommitInfo, Durability, EngineWorker, TableId, Transaction, TxnOptions,
 };
 use crate::error::{AbortReason, Error, Result};
-use crate::index::PREFETCH_GROUP;
 use crate::schema::MAX_KEY;
 
 /// Spins on a record locked by a committer before giving up.
@@ -329,30 +328,18 @@ impl<'e, S: Store> OccWorker<'e, S> {
         Err(Error::Abort(AbortReason::LockTimeout))
     }
 
-    /// `Transaction::prefetch`: in groups of [`PREFETCH_GROUP`] keys, first
-    /// every key's point-index line, then each found key's record words, then
-    /// its row (`Store::prefetch_row`, which may read the record's location
-    /// word, now on its way): each stage's misses overlap. Reads nothing into
-    /// the read set and writes nothing.
+    /// `Transaction::prefetch` (`PrimaryIndex::prefetch`'s stages): index
+    /// lines, then the record words, then the row (`Store::prefetch_row`,
+    /// which may read the record's location word, now on its way). Reads
+    /// nothing into the read set and writes nothing.
     fn prefetch(&mut self, table: TableId, keys: &[u64]) {
         let Ok(t) = self.table(table) else { return };
-        let mut rids = [0u64; PREFETCH_GROUP];
-        for group in keys.chunks(PREFETCH_GROUP) {
-            for &key in group {
-                t.index.prefetch(key);
-            }
-            let mut found = 0;
-            for &key in group {
-                if let Some(rid) = t.lookup(key) {
-                    zen_pmem::cpu::prefetch(t.records.get(rid));
-                    rids[found] = rid;
-                    found += 1;
-                }
-            }
-            for &rid in &rids[..found] {
-                S::prefetch_row(self.core, t, rid);
-            }
-        }
+        let core = self.core;
+        t.index.prefetch(
+            keys,
+            |rid| zen_pmem::cpu::prefetch(t.records.get(rid)),
+            |rids| rids.iter().for_each(|&rid| S::prefetch_row(core, t, rid)),
+        );
     }
 
     /// Table `table`, borrowed from the engine's registry for as long as the

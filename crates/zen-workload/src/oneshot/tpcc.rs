@@ -49,7 +49,7 @@ use crate::tpcc::random;
 use crate::tpcc::schema::*;
 use crate::tpcc::txn::{
     CustomerRef, MAX_LINES, NewOrder, Payment, add_i32, add_i64, get_i32 as i32_at,
-    prepend_bad_credit_data,
+    prepend_bad_credit_data, read,
 };
 use crate::tpcc::{TXN_TYPES, Tables, Tpcc, TpccRequest};
 
@@ -481,27 +481,13 @@ struct Recon<'a> {
     row: Vec<u8>,
 }
 
-fn read(
-    tx: &mut dyn Transaction,
-    table: TableId,
-    name: &str,
-    key: u64,
-    out: &mut [u8],
-) -> TxResult {
-    if tx.get(table, key, out)? {
-        Ok(())
-    } else {
-        Err(EngineError::KeyNotFound { table: name.to_string(), key })
-    }
-}
-
 impl Recon<'_> {
     fn next_o(&mut self, dk: u64) -> TxResult<u64> {
         if let Some(&o) = self.next_o.get(&dk) {
             return Ok(o);
         }
         self.row.resize(district::BYTES, 0);
-        read(self.tx, self.t.district, district::NAME, dk, &mut self.row)?;
+        read(self.tx, self.t.district, district::NAME, dk, &mut self.row, false)?;
         let o = row::get_i64(&self.row, district::NEXT_O_ID) as u64;
         self.next_o.insert(dk, o);
         Ok(o)
@@ -541,7 +527,7 @@ impl Recon<'_> {
         let mut firsts = Vec::with_capacity(keys.len());
         self.row.resize(customer::BYTES, 0);
         for key in keys {
-            read(self.tx, self.t.customer, customer::NAME, key, &mut self.row)?;
+            read(self.tx, self.t.customer, customer::NAME, key, &mut self.row, false)?;
             let first: [u8; 16] =
                 self.row[customer::FIRST..customer::FIRST + 16].try_into().expect("16 bytes");
             firsts.push((first, key));
@@ -564,7 +550,7 @@ impl Recon<'_> {
             Some(&n) => n,
             None => {
                 self.row.resize(customer::BYTES, 0);
-                read(self.tx, self.t.customer, customer::NAME, ck, &mut self.row)?;
+                read(self.tx, self.t.customer, customer::NAME, ck, &mut self.row, false)?;
                 row::get_i64(&self.row, customer::PAYMENT_CNT) as u64
             }
         } + 1;
@@ -612,7 +598,7 @@ impl Recon<'_> {
                 Some(ok) => {
                     q.scan_from = split_order_key(ok).2 + 1;
                     self.row.resize(orders::BYTES, 0);
-                    read(self.tx, self.t.orders, orders::NAME, ok, &mut self.row)?;
+                    read(self.tx, self.t.orders, orders::NAME, ok, &mut self.row, false)?;
                     let c = i32_at(&self.row, orders::C_ID);
                     let lines = i32_at(&self.row, orders::OL_CNT);
                     return Ok(Some((split_order_key(ok).2, c, lines)));

@@ -230,7 +230,7 @@ fn missing(table: &str, key: u64) -> zen_engine::Error {
     zen_engine::Error::KeyNotFound { table: table.to_string(), key }
 }
 
-fn read(
+pub(crate) fn read(
     tx: &mut dyn Transaction,
     table: TableId,
     name: &str,

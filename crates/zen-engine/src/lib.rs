@@ -24,6 +24,7 @@ pub use det::{
 pub use error::{AbortReason, Error, Result};
 pub use schema::{Column, ColumnType, SecondaryIndex, TableSchema};
 
+pub mod access;
 pub mod baseline;
 pub mod catalog;
 pub mod cc;

@@ -1,27 +1,69 @@
-//! Secondary indexes: (column bytes ‖ primary key), ordered, lock-free.
+//! Secondary indexes: (column bytes ‖ primary key), ordered.
 //!
-//! One design for every engine. An entry is the index key (the named
-//! columns' bytes, concatenated, at most [`MAX_SECONDARY_KEY_BYTES`]) held
-//! inline in a fixed array, and the primary key; entries live in a lock-free
-//! skip list. All keys of one index have the same width, so comparing the
-//! zero-padded arrays orders them as the byte strings.
+//! One design for every engine. An index key is the named columns' bytes,
+//! concatenated (at most [`MAX_SECONDARY_KEY_BYTES`]), held inline in a
+//! fixed zero-padded array; all keys of one index have the same width, so
+//! comparing the arrays orders them as the byte strings. The primary keys
+//! that share an index key form a **group**, kept sorted:
 //!
-//! Writers are the installers of committed writes, under the record's lock
-//! (a changed key is removed, then the new one inserted); readers take no
-//! lock and allocate nothing. What a lookup returns is a set of candidate
-//! primary keys: the transaction then reads (and validates) those rows.
-//! This replaces an `RwLock<BTreeSet<(Vec<u8>, u64)>>` that every New-Order
-//! took for writing (orders by customer) and that allocated a key per use.
+//! - `groups`, a hash map (papaya: lock-free readers) from index key to its
+//!   group: a lookup of a whole key (TPC-C's customers by last name, orders
+//!   by customer) is one hash probe and one group, whatever the index holds;
+//! - `keys`, a skip list of the distinct index keys, for lookups by a
+//!   shorter prefix (they walk the keys in order and read each one's group).
+//!   A key enters it once, when its group is made, so adding a primary key
+//!   to an existing group (an order of a customer who has orders) does not
+//!   touch it.
+//!
+//! A group is a small vector of primary keys (four inline) under its own
+//! mutex: writers are the installers of committed writes, under the record's
+//! lock (a changed key is removed from the old group, then added to the new
+//! one); a reader locks the group only to copy its keys and allocates
+//! nothing. What a lookup returns is a set of candidate primary keys: the
+//! transaction then reads (and validates) those rows.
+//!
+//! A group stays once made, empty when its rows left (as the point index
+//! keeps a deleted key's record): the groups are the distinct index keys
+//! ever indexed, not the live ones. The skip list of (key, primary key)
+//! entries this replaces walked ~20 scattered nodes per New-Order insert and
+//! per lookup (`benches/secondary.rs`, docs/benchmarks.md); it replaced an
+//! `RwLock<BTreeSet<(Vec<u8>, u64)>>` that every New-Order took for writing.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossbeam_skiplist::SkipSet;
+use smallvec::SmallVec;
 
 use crate::error::{Error, Result};
+use crate::sched::Mutex;
 
 /// The widest secondary-index key a schema may define (`TableSchema::validate`).
 pub const MAX_SECONDARY_KEY_BYTES: usize = 48;
 
 /// An index key, zero-padded.
 type Key = [u8; MAX_SECONDARY_KEY_BYTES];
+
+/// Primary keys a group holds without a heap allocation (TPC-C: ~3
+/// customers per last name, one order per customer at load).
+const INLINE_PKS: usize = 4;
+
+/// The primary keys of one index key, ascending.
+#[derive(Default)]
+struct Group {
+    pks: Mutex<SmallVec<[u64; INLINE_PKS]>>,
+    /// Whether the key is in `SecondaryIndex::keys` (set by the first
+    /// inserter that finds it missing, after inserting it there).
+    listed: AtomicBool,
+}
+
+impl Group {
+    /// Append this group's keys to `out` until it holds `limit`.
+    fn copy_into(&self, limit: usize, out: &mut Vec<u64>) {
+        let pks = self.pks.lock();
+        let room = limit.saturating_sub(out.len());
+        out.extend(pks.iter().take(room));
+    }
+}
 
 /// Keep a table's secondary `indexes` in step with one installed write of
 /// primary key `key`: `old` is the row it replaces (`None`: absent), `new`
@@ -62,7 +104,8 @@ pub struct SecondaryIndex {
     /// (offset, width) of each column in a row.
     layout: Vec<(usize, usize)>,
     width: usize,
-    entries: SkipSet<(Key, u64)>,
+    groups: papaya::HashMap<Key, Group, foldhash::fast::RandomState>,
+    keys: SkipSet<Key>,
 }
 
 impl SecondaryIndex {
@@ -70,7 +113,12 @@ impl SecondaryIndex {
     pub fn new(layout: Vec<(usize, usize)>) -> SecondaryIndex {
         let width = layout.iter().map(|l| l.1).sum();
         assert!(width <= MAX_SECONDARY_KEY_BYTES, "schema validation bounds the key width");
-        SecondaryIndex { layout, width, entries: SkipSet::new() }
+        SecondaryIndex {
+            layout,
+            width,
+            groups: papaya::HashMap::with_hasher(foldhash::fast::RandomState::default()),
+            keys: SkipSet::new(),
+        }
     }
 
     /// Width of this index's keys in bytes.
@@ -101,12 +149,36 @@ impl SecondaryIndex {
         self.layout.iter().all(|&(off, len)| a[off..off + len] == b[off..off + len])
     }
 
+    /// Add primary key `pk` under `row`'s index key.
     pub fn insert(&self, row: &[u8], pk: u64) {
-        self.entries.insert((self.key_of(row), pk));
+        let key = self.key_of(row);
+        let guard = self.groups.guard();
+        let group = self.groups.get_or_insert_with(key, Group::default, &guard);
+        {
+            let mut pks = group.pks.lock();
+            if let Err(at) = pks.binary_search(&pk) {
+                pks.insert(at, pk);
+            }
+        }
+        // Listed before this insert returns, so a prefix lookup that starts
+        // after it finds `pk` (whoever made the group may not have listed
+        // it yet).
+        if !group.listed.load(Ordering::Acquire) {
+            self.keys.insert(key);
+            group.listed.store(true, Ordering::Release);
+        }
     }
 
+    /// Remove primary key `pk` from `row`'s index key (its group stays).
     pub fn remove(&self, row: &[u8], pk: u64) {
-        self.entries.remove(&(self.key_of(row), pk));
+        let key = self.key_of(row);
+        let guard = self.groups.guard();
+        if let Some(group) = self.groups.get(&key, &guard) {
+            let mut pks = group.pks.lock();
+            if let Ok(at) = pks.binary_search(&pk) {
+                pks.remove(at);
+            }
+        }
     }
 
     /// Does `row`'s key start with `prefix`?
@@ -133,19 +205,37 @@ impl SecondaryIndex {
         }
         let mut low = [0u8; MAX_SECONDARY_KEY_BYTES];
         low[..prefix.len()].copy_from_slice(prefix);
-        for e in self.entries.range((low, 0)..) {
-            let (k, pk) = e.value();
-            if k[..prefix.len()] != *prefix || out.len() >= limit {
+        let guard = self.groups.guard();
+        if prefix.len() == self.width {
+            // A whole key: its group alone.
+            if let Some(group) = self.groups.get(&low, &guard) {
+                group.copy_into(limit, out);
+            }
+            return Ok(());
+        }
+        for e in self.keys.range(low..) {
+            let key = e.value();
+            if key[..prefix.len()] != *prefix || out.len() >= limit {
                 break;
             }
-            out.push(*pk);
+            if let Some(group) = self.groups.get(key, &guard) {
+                group.copy_into(limit, out);
+            }
         }
         Ok(())
     }
 
     /// Every (key bytes, primary key) entry in order (checks; quiescent use).
     pub fn entries(&self) -> Vec<(Vec<u8>, u64)> {
-        self.entries.iter().map(|e| (e.value().0[..self.width].to_vec(), e.value().1)).collect()
+        let guard = self.groups.guard();
+        let mut all = Vec::new();
+        for e in self.keys.iter() {
+            let key = e.value();
+            if let Some(group) = self.groups.get(key, &guard) {
+                all.extend(group.pks.lock().iter().map(|&pk| (key[..self.width].to_vec(), pk)));
+            }
+        }
+        all
     }
 }
 

@@ -74,6 +74,8 @@ pub struct ZenWorker<'e, B: PmemBackend, P: Protocol> {
     tables_version: u64,
     reads: Vec<ReadItem>,
     writes: Vec<WriteItem>,
+    /// Which (table, record) pairs `writes` may hold (`find_write`).
+    written: crate::access::WriteFilter,
     write_data: Vec<u8>,
     scans: Vec<ScanItem>,
     scan_rids: Vec<u64>,
@@ -142,6 +144,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             tables_version: s.tables_version.load(Ordering::Acquire),
             reads: Vec::new(),
             writes: Vec::new(),
+            written: crate::access::WriteFilter::default(),
             write_data: Vec::new(),
             scans: Vec::new(),
             scan_rids: Vec::new(),
@@ -247,6 +250,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         self.reads.clear();
         self.snapshot_deps.clear();
         self.writes.clear();
+        self.written.clear();
         self.write_data.clear();
         self.scans.clear();
         self.scan_rids.clear();
@@ -518,6 +522,9 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
     }
 
     fn find_write(&self, table: u32, rid: u64) -> Option<usize> {
+        if !self.written.may_hold(table, rid) {
+            return None;
+        }
         self.writes.iter().position(|w| w.table == table && w.rid == rid)
     }
 
@@ -645,6 +652,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             Some(r) => self.write_data.extend_from_slice(r),
             None => self.write_data.resize(data_at + t.row_bytes, 0),
         }
+        self.written.add(t.id.0, rid);
         self.writes.push(WriteItem {
             table: t.id.0,
             key,

@@ -93,6 +93,8 @@ pub struct OccWorker<'e, S: Store> {
     tables_version: u64,
     pub(super) reads: Vec<ReadItem>,
     pub(super) writes: Vec<WriteItem>,
+    /// Which (table, record) pairs `writes` may hold (`find_write`).
+    written: crate::access::WriteFilter,
     pub(super) data: Vec<u8>,
     pub(super) scans: Vec<ScanItem>,
     pub(super) seen: Vec<(u64, u64)>,
@@ -123,6 +125,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
             tables_version: core.tables_version(),
             reads: Vec::new(),
             writes: Vec::new(),
+            written: crate::access::WriteFilter::default(),
             data: Vec::new(),
             scans: Vec::new(),
             seen: Vec::new(),
@@ -158,6 +161,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
     fn end(&mut self) {
         self.reads.clear();
         self.writes.clear();
+        self.written.clear();
         self.data.clear();
         self.scans.clear();
         self.seen.clear();
@@ -388,6 +392,9 @@ impl<'e, S: Store> OccWorker<'e, S> {
     }
 
     pub(super) fn find_write(&self, table: u32, rid: u64) -> Option<usize> {
+        if !self.written.may_hold(table, rid) {
+            return None;
+        }
         self.writes.iter().position(|w| w.table == table && w.rid == rid)
     }
 
@@ -450,6 +457,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
     fn push_write(&mut self, t: &Table<S::TableExt>, key: u64, rid: u64, kind: WriteKind) {
         let data_at = self.data.len();
         self.data.resize(data_at + t.row_bytes, 0);
+        self.written.add(t.id.0, rid);
         self.writes.push(WriteItem {
             table: t.id.0,
             key,

@@ -63,7 +63,11 @@ impl<B: PmemBackend, P: Protocol> CommitView for ZenWorker<'_, B, P> {
     }
 
     fn holds_write_lock(&self, r: &ReadItem) -> bool {
-        self.writes.iter().any(|x| x.table == r.table && x.rid == r.rid && x.locked.is_some())
+        self.written.may_hold(r.table, r.rid)
+            && self
+                .writes
+                .iter()
+                .any(|x| x.table == r.table && x.rid == r.rid && x.locked.is_some())
     }
 
     fn locked_write_entries(&self) -> impl Iterator<Item = &[AtomicU64; 4]> {

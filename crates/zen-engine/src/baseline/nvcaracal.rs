@@ -84,7 +84,8 @@ use crate::api::{
 use crate::catalog::{self, CatalogDoc};
 use crate::config::{BaselineFault, EngineConfig};
 use crate::det::{
-    DeterministicEngine, EpochOutcome, EpochStats, OneShot, OneShotTx, ProcId, ProcedureSet,
+    DeterministicEngine, EpochOutcome, EpochPhase, EpochStats, OneShot, OneShotTx, ProcId,
+    ProcedureSet,
 };
 use crate::error::{Error, Result};
 use crate::index::{SecondaryIndex, maintain_secondary};
@@ -425,12 +426,21 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         if !unpersisted {
             p.fence();
         }
+        self.note(thread, EpochPhase::Seal);
         p.write_u64_atomic(self.meta(layout::META_SEAL), epoch);
         p.persist(self.meta(layout::META_SEAL), 8);
     }
 
+    /// Note the phase the epoch enters in the trace (crash simulator only).
+    fn note(&self, thread: u32, phase: EpochPhase) {
+        self.pool
+            .persister(thread)
+            .marker(Marker::Note { tag: EpochPhase::NOTE_TAG, value: phase.note_value() });
+    }
+
     /// Persist the durable epoch word.
     fn mark_epoch(&self, thread: u32, epoch: u64) {
+        self.note(thread, EpochPhase::EpochMark);
         let p = self.pool.persister(thread);
         p.write_u64_atomic(self.meta(layout::META_EPOCH), epoch);
         p.persist(self.meta(layout::META_EPOCH), 8);
@@ -457,6 +467,10 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         let lead = threads[0];
         let started = Instant::now();
         if log {
+            // Begin/Ack name the epoch: a crash campaign checks that every
+            // acknowledged epoch survives.
+            self.pool.persister(lead).marker(Marker::Begin { txn: epoch });
+            self.note(lead, EpochPhase::InputLog);
             self.log_epoch(lead, epoch, txns.len() as u64, &payload);
         }
         drop(payload);
@@ -466,6 +480,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         // Initialisation: a pending version per declared write, on every
         // thread at once (`nvcaracal/versions.rs`).
         let started = Instant::now();
+        self.note(lead, EpochPhase::Init);
         let tables: Vec<Arc<Table>> = self.tables.read().clone();
         let building = versions::Building::new(versions::Options {
             batch_append: self.config.nvcaracal_batch_append,
@@ -491,6 +506,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
 
         // Execution: transaction i on thread i mod N, in serial order.
         let started = Instant::now();
+        self.note(lead, EpochPhase::Exec);
         let ctx = EpochCtx {
             engine: self,
             tables: &tables,
@@ -543,6 +559,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         if mark_first {
             self.mark_epoch(lead, epoch);
         }
+        self.note(lead, EpochPhase::RowPersist);
         let changes: Vec<Result<Vec<Change>>> = if n == 1 {
             vec![self.persist_rows(&tables, &rows, 0, 1, epoch, lead)]
         } else {
@@ -587,6 +604,9 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             }
         }
         self.durable.store(epoch, Ordering::Release);
+        if log {
+            self.pool.persister(lead).marker(Marker::Ack { txn: epoch });
+        }
         stats.persist_us = started.elapsed().as_secs_f64() * 1e6;
         drop(rows);
         Ok(EpochOutcome { results, stats })
@@ -1085,12 +1105,10 @@ impl<B: PmemBackend> EngineWorker for NvWorker<'_, B> {
             input: layout::encode_apply(&writes),
             writes: writes.iter().map(|((t, k), _)| (TableId(*t), *k)).collect(),
         };
-        let epoch = e.durable.load(Ordering::Acquire) + 1;
-        let p = e.pool.persister(thread);
-        p.marker(Marker::Begin { txn: epoch });
+        // `run_epoch` marks Begin and Ack { txn: epoch } in the trace.
         let mut out = e.run_locked(std::slice::from_ref(&one), &[thread])?;
+        let epoch = out.stats.epoch;
         out.results.pop().expect("one result per transaction")?;
-        p.marker(Marker::Ack { txn: epoch });
         Ok(CommitInfo { cts: epoch, durable: true, writes: writes.len() as u32 })
     }
 

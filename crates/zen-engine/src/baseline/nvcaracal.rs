@@ -193,10 +193,25 @@ type Ran = (usize, Result<Vec<u8>>, u64);
 
 /// An index change applied once the epoch is durable: table, key, the new
 /// place of the row, the row it replaces (`old`), and, for a table with
-/// secondary indexes, the new row's bytes.
-enum Change {
-    Put { table: u32, key: u64, row: RowRef, old: Option<RowRef>, bytes: Option<Box<[u8]>> },
-    Delete { table: u32, key: u64, row: RowRef, old: RowRef },
+/// secondary indexes, the new row's bytes and, when the epoch read it, the
+/// old row's (`RowVersions::base_bytes`), borrowed from the epoch's
+/// versions.
+enum Change<'r> {
+    Put {
+        table: u32,
+        key: u64,
+        row: RowRef,
+        old: Option<RowRef>,
+        bytes: Option<&'r [u8]>,
+        old_bytes: Option<&'r [u8]>,
+    },
+    Delete {
+        table: u32,
+        key: u64,
+        row: RowRef,
+        old: RowRef,
+        old_bytes: Option<&'r [u8]>,
+    },
 }
 
 impl<B: PmemBackend> NvcaracalEngine<B> {
@@ -584,18 +599,28 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         let mut old_row = Vec::new();
         for c in all {
             match c {
-                Change::Put { table, key, row, old, bytes } => {
+                Change::Put { table, key, row, old, bytes, old_bytes } => {
                     let tb = &tables[table as usize];
                     if let Some(new) = bytes {
-                        let old = old.map(|o| self.committed_row(lead, tb, o, &mut old_row));
-                        maintain_secondary(&tb.secondary, key, old, Some(&new));
+                        // The old row as the epoch read it, else from NVM
+                        // (a blind write); an unchanged index key is left
+                        // alone.
+                        let old = match (old, old_bytes) {
+                            (Some(_), Some(cached)) => Some(cached),
+                            (Some(o), None) => Some(self.committed_row(lead, tb, o, &mut old_row)),
+                            (None, _) => None,
+                        };
+                        maintain_secondary(&tb.secondary, key, old, Some(new));
                     }
                     tb.index.write().insert(key, row);
                 }
-                Change::Delete { table, key, row, old } => {
+                Change::Delete { table, key, row, old, old_bytes } => {
                     let tb = &tables[table as usize];
                     if !tb.secondary.is_empty() {
-                        let old = self.committed_row(lead, tb, old, &mut old_row);
+                        let old = match old_bytes {
+                            Some(cached) => cached,
+                            None => self.committed_row(lead, tb, old, &mut old_row),
+                        };
                         maintain_secondary(&tb.secondary, key, Some(old), None);
                     }
                     tb.index.write().remove(&key);
@@ -613,15 +638,15 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
     }
 
     /// Persist the final versions of rows `w, w + n, …`; one fence.
-    fn persist_rows(
+    fn persist_rows<'r>(
         &self,
         tables: &[Arc<Table>],
-        rows: &Epoch,
+        rows: &'r Epoch,
         w: usize,
         n: usize,
         epoch: u64,
         thread: u32,
-    ) -> Result<Vec<Change>> {
+    ) -> Result<Vec<Change<'r>>> {
         let p = self.pool.persister(thread);
         let mut changes = Vec::new();
         for r in rows.rows().skip(w).step_by(n) {
@@ -651,17 +676,19 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             p.flush(at, len);
             let rref = RowRef { slot, newest: v as u8, epoch };
             let (table, key) = (r.table, r.key);
+            let old_bytes = r.base_bytes.get().map(|b| &b[..]);
             changes.push(match (value, r.base) {
                 (Some(row), old) => Change::Put {
                     table,
                     key,
                     row: rref,
                     old,
-                    bytes: (!t.secondary.is_empty()).then(|| row.clone()),
+                    bytes: (!t.secondary.is_empty()).then_some(&row[..]),
+                    old_bytes,
                 },
                 // A deletion of an absent row was skipped above.
                 (None, old) => match old {
-                    Some(old) => Change::Delete { table, key, row: rref, old },
+                    Some(old) => Change::Delete { table, key, row: rref, old, old_bytes },
                     None => continue,
                 },
             });
@@ -837,7 +864,7 @@ impl<B: PmemBackend> OneShotTx for ExecTx<'_, '_, B> {
                 None => false,
             });
         }
-        let base = match self.ctx.rows.find((table.0, key)) {
+        let (base, written) = match self.ctx.rows.find((table.0, key)) {
             Some(row) => match row.read(self.sid, &mut self.waits) {
                 Some(v) => {
                     return Ok(match v.value.get().expect("written versions hold values") {
@@ -848,17 +875,29 @@ impl<B: PmemBackend> OneShotTx for ExecTx<'_, '_, B> {
                         None => false,
                     });
                 }
-                None => row.base,
+                None => (row.base, Some(row)),
             },
-            None => t.index.read().get(&key).copied(),
+            None => (t.index.read().get(&key).copied(), None),
         };
-        match base {
-            Some(r) => {
-                self.ctx.engine.read_row(self.thread, t, r, out);
-                Ok(true)
-            }
-            None => Ok(false),
+        let Some(r) = base else {
+            return Ok(false);
+        };
+        match written {
+            // The committed row of a row the epoch writes, in a table with
+            // secondary indexes: kept, so the index upkeep after the mark
+            // compares keys without reading it from NVM again.
+            Some(row) if !t.secondary.is_empty() => match row.base_bytes.get() {
+                Some(cached) => out.copy_from_slice(cached),
+                None => {
+                    self.ctx.engine.read_row(self.thread, t, r, out);
+                    if row.base_bytes.set(out.into()).is_ok() {
+                        self.ctx.value_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+                    }
+                }
+            },
+            _ => self.ctx.engine.read_row(self.thread, t, r, out),
         }
+        Ok(true)
     }
 
     fn put(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {

@@ -85,7 +85,13 @@ enum Recording {
 
 /// A transaction's result, comparable across runs.
 fn result_words(out: &EpochOutcome) -> Vec<Result<Vec<u8>, String>> {
-    out.results.iter().map(|r| r.as_ref().map(Clone::clone).map_err(|e| e.to_string())).collect()
+    out.results
+        .iter()
+        .map(|r| match r {
+            Ok(bytes) => Ok(bytes.clone()),
+            Err(e) => Err(e.to_string()),
+        })
+        .collect()
 }
 
 /// The phase a crash point lies in (the last phase note, or the epoch

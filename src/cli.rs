@@ -331,7 +331,7 @@ pub struct CrashTestArgs {
     /// bank, list-append, ycsb, smallbank or tpcc (small fixed populations; see docs/testing.md).
     #[arg(value_enum)]
     pub workload: CrashWorkloadKind,
-    /// Engine design: zen, mmdb or wbl (ideal persists nothing and is refused).
+    /// Engine design: zen, mmdb, wbl, falcon or nvcaracal (ideal persists nothing and is refused).
     #[arg(long, default_value = "zen")]
     pub engine: String,
     /// Concurrency-control protocol of zen (see `zen list cc`; mmdb and wbl run their own OCC).
@@ -361,9 +361,14 @@ pub struct CrashTestArgs {
     /// Threads of every recovery of the campaign, nested ones included (1..=8).
     #[arg(long, default_value_t = 1)]
     pub recovery_threads: usize,
-    /// Requests per worker in the recorded run.
+    /// Requests per worker in the recorded run (with --epochs: per epoch).
     #[arg(long, default_value_t = 8)]
     pub txns: u64,
+    /// Epoch mode: record K epochs of --txns one-shot transactions each,
+    /// submitted to the engine's deterministic seam on --threads epoch
+    /// threads (nvcaracal; ycsb, smallbank and tpcc; 1..=64).
+    #[arg(long, value_name = "K")]
+    pub epochs: Option<u64>,
     /// Output: text or json.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

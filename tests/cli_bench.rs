@@ -207,6 +207,7 @@ fn smallbank_on_nvcaracal_runs_one_shot_epochs_and_its_summary_validates() {
     let schema: Value = serde_json::from_str(include_str!("../docs/summary.schema.json")).unwrap();
     let problems = zen_workload::jsonschema::validate(&json, &schema);
     assert!(problems.is_empty(), "{problems:#?}");
+    assert_eq!(json["config"]["cc"], "deterministic", "nvcaracal has no --cc choice");
     let epochs = &json["epochs"];
     assert_eq!(epochs["epoch_size"], 200);
     assert_eq!(epochs["cc_aborts"], 0);

@@ -86,6 +86,23 @@ fn every_workload_passes_a_tiny_json_campaign() {
 }
 
 #[test]
+fn an_epoch_mode_campaign_on_nvcaracal_reports_its_phases() {
+    let args = [
+        &["crash-test", "tpcc", "--engine", "nvcaracal", "--epochs", "2", "--mode", "strict"][..],
+        &TINY,
+    ]
+    .concat();
+    let (code, out, err) = run(&args);
+    assert_eq!(code, 0, "{out}\n{err}");
+    for line in
+        ["epochs            2 of 3 one-shot transactions", "points by phase", "failures          0"]
+    {
+        assert!(out.contains(line), "missing `{line}` in\n{out}");
+    }
+    assert!(err.contains("--txns 3 --epochs 2"), "the replay names --epochs: {err}");
+}
+
+#[test]
 fn an_injected_bug_exits_5_with_a_replay_command_and_the_image() {
     let dir = tempfile::tempdir().unwrap();
     let saved = dir.path().join("failing");
@@ -141,6 +158,9 @@ fn bad_crash_test_flags_are_usage_errors() {
             "zen engine",
         ),
         (&["crash-test", "bank", "--durability", "eventually"][..], "--durability"),
+        (&["crash-test", "bank", "--engine", "nvcaracal", "--epochs", "2"][..], "one-shot"),
+        (&["crash-test", "tpcc", "--engine", "zen", "--epochs", "2"][..], "deterministic seam"),
+        (&["crash-test", "tpcc", "--engine", "nvcaracal", "--epochs", "0"][..], "--epochs"),
     ] {
         let (code, _, err) = run(args);
         assert_eq!(code, 2, "{args:?}: {err}");

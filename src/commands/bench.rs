@@ -111,7 +111,7 @@ fn run_epochs(
     let run = with_workload!(workload, |w| {
         zen_workload::oneshot::run_epochs(engine, w, size, threads, warmup, duration, seed)
     })?;
-    commands::report_run(&run, workload, request)?;
+    commands::report_run(engine, &run, workload, request)?;
     let checked = with_workload!(workload, |w| w.check(engine)).map_err(CliError::from)?;
     if !checked.passed() {
         return Err(CliError::Failed(format!(

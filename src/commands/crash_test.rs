@@ -1,5 +1,6 @@
 //! `zen crash-test <bank|list-append|ycsb|smallbank|tpcc> --engine
-//! <zen|mmdb|wbl>`: a crash campaign of a whole workload on the crash
+//! <zen|mmdb|wbl|falcon|nvcaracal> [--epochs K]`: a crash campaign of a
+//! whole workload (with `--epochs`, of one-shot epochs) on the crash
 //! simulator (`zen_workload::crash`, where the oracle and the sampling are
 //! described). Prints what it covered; a violation exits 5 with the check
 //! that fired and the command that replays it; a refused configuration
@@ -66,6 +67,7 @@ fn campaign_config(args: &CrashTestArgs) -> CliResult<CampaignConfig> {
         threads: args.threads,
         recovery_threads: args.recovery_threads,
         txns: args.txns,
+        epochs: args.epochs,
         fault,
         save_failing: args.save_failing.clone(),
         tuning: crash::Tuning::default(),

@@ -62,5 +62,5 @@ pub fn run_and_report(
         })
     });
     progress.finish();
-    super::report_run(&result?, workload, r)
+    super::report_run(engine, &result?, workload, r)
 }

@@ -53,18 +53,26 @@ pub fn run_and_report(engine: &dyn Engine, workload: &AnyWorkload, r: RunRequest
         run_benchmark(engine, w, r.driver, &mut |sample| progress.update(sample))
     });
     progress.finish();
-    report_run(&result?, workload, r)
+    report_run(engine, &result?, workload, r)
 }
 
-/// Print and write the report of a finished run.
-pub fn report_run(run: &RunResult, workload: &AnyWorkload, r: RunRequest<'_>) -> CliResult {
-    let config = ReportConfig::new(
+/// Print and write the report of a finished run on `engine`.
+pub fn report_run(
+    engine: &dyn Engine,
+    run: &RunResult,
+    workload: &AnyWorkload,
+    r: RunRequest<'_>,
+) -> CliResult {
+    let mut config = ReportConfig::new(
         r.command,
         r.engine_config,
         r.driver,
         workload.name(),
         workload.parameters(),
     );
+    // The protocol the engine runs, not the flag: an engine without a
+    // protocol choice names its own (nvcaracal: `deterministic`).
+    config.cc = engine.cc_name().to_string();
     let report = Report::new(config, run, r.recovery);
     output::emit(&report, &run.timeseries, r.format, r.out)
 }

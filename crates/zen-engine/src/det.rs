@@ -197,3 +197,60 @@ pub trait DeterministicEngine: Send + Sync {
     /// The last durable epoch.
     fn durable_epoch(&self) -> u64;
 }
+
+/// The phases of an epoch, as a deterministic engine notes them in its
+/// pool's trace (`Marker::Note { tag: EpochPhase::NOTE_TAG, value }`, on
+/// the crash simulator only; other backends drop markers), so a crash
+/// campaign can say in which phase each of its crash points lies. The
+/// engine also marks each logged epoch `Marker::Begin { txn: epoch }` when
+/// it starts and `Marker::Ack { txn: epoch }` once it is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EpochPhase {
+    /// The inputs are written to the input log and fenced.
+    InputLog,
+    /// The seal (the epoch's inputs are complete) is persisted.
+    Seal,
+    /// Pending versions are inserted (DRAM only).
+    Init,
+    /// The procedures run (DRAM, and NVM reads).
+    Exec,
+    /// Each written row's final version is persisted.
+    RowPersist,
+    /// The durable epoch word is persisted.
+    EpochMark,
+}
+
+impl EpochPhase {
+    /// The `Marker::Note` tag of a phase note ("EPCH").
+    pub const NOTE_TAG: u32 = 0x4550_4348;
+    pub const ALL: [EpochPhase; 6] = [
+        EpochPhase::InputLog,
+        EpochPhase::Seal,
+        EpochPhase::Init,
+        EpochPhase::Exec,
+        EpochPhase::RowPersist,
+        EpochPhase::EpochMark,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EpochPhase::InputLog => "input-log",
+            EpochPhase::Seal => "seal",
+            EpochPhase::Init => "init",
+            EpochPhase::Exec => "exec",
+            EpochPhase::RowPersist => "row-persist",
+            EpochPhase::EpochMark => "epoch-mark",
+        }
+    }
+
+    /// The note's value.
+    pub fn note_value(self) -> u64 {
+        self as u64
+    }
+
+    /// The phase a note's value names.
+    pub fn from_note_value(value: u64) -> Option<EpochPhase> {
+        EpochPhase::ALL.get(usize::try_from(value).ok()?).copied()
+    }
+}

@@ -18,8 +18,8 @@ pub use config::{
 };
 pub use db::{Db, DbBuilder};
 pub use det::{
-    DeterministicEngine, EpochOutcome, EpochStats, OneShot, OneShotTx, ProcId, ProcedureSet,
-    Procedures,
+    DeterministicEngine, EpochOutcome, EpochPhase, EpochStats, OneShot, OneShotTx, ProcId,
+    ProcedureSet, Procedures,
 };
 pub use error::{AbortReason, Error, Result};
 pub use schema::{Column, ColumnType, SecondaryIndex, TableSchema};

@@ -84,7 +84,8 @@ use crate::api::{
 use crate::catalog::{self, CatalogDoc};
 use crate::config::{BaselineFault, EngineConfig};
 use crate::det::{
-    DeterministicEngine, EpochOutcome, EpochStats, OneShot, OneShotTx, ProcId, ProcedureSet,
+    DeterministicEngine, EpochOutcome, EpochPhase, EpochStats, OneShot, OneShotTx, ProcId,
+    ProcedureSet,
 };
 use crate::error::{Error, Result};
 use crate::index::{SecondaryIndex, maintain_secondary};
@@ -192,10 +193,25 @@ type Ran = (usize, Result<Vec<u8>>, u64);
 
 /// An index change applied once the epoch is durable: table, key, the new
 /// place of the row, the row it replaces (`old`), and, for a table with
-/// secondary indexes, the new row's bytes.
-enum Change {
-    Put { table: u32, key: u64, row: RowRef, old: Option<RowRef>, bytes: Option<Box<[u8]>> },
-    Delete { table: u32, key: u64, row: RowRef, old: RowRef },
+/// secondary indexes, the new row's bytes and, when the epoch read it, the
+/// old row's (`RowVersions::base_bytes`), borrowed from the epoch's
+/// versions.
+enum Change<'r> {
+    Put {
+        table: u32,
+        key: u64,
+        row: RowRef,
+        old: Option<RowRef>,
+        bytes: Option<&'r [u8]>,
+        old_bytes: Option<&'r [u8]>,
+    },
+    Delete {
+        table: u32,
+        key: u64,
+        row: RowRef,
+        old: RowRef,
+        old_bytes: Option<&'r [u8]>,
+    },
 }
 
 impl<B: PmemBackend> NvcaracalEngine<B> {
@@ -425,12 +441,21 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         if !unpersisted {
             p.fence();
         }
+        self.note(thread, EpochPhase::Seal);
         p.write_u64_atomic(self.meta(layout::META_SEAL), epoch);
         p.persist(self.meta(layout::META_SEAL), 8);
     }
 
+    /// Note the phase the epoch enters in the trace (crash simulator only).
+    fn note(&self, thread: u32, phase: EpochPhase) {
+        self.pool
+            .persister(thread)
+            .marker(Marker::Note { tag: EpochPhase::NOTE_TAG, value: phase.note_value() });
+    }
+
     /// Persist the durable epoch word.
     fn mark_epoch(&self, thread: u32, epoch: u64) {
+        self.note(thread, EpochPhase::EpochMark);
         let p = self.pool.persister(thread);
         p.write_u64_atomic(self.meta(layout::META_EPOCH), epoch);
         p.persist(self.meta(layout::META_EPOCH), 8);
@@ -457,6 +482,10 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         let lead = threads[0];
         let started = Instant::now();
         if log {
+            // Begin/Ack name the epoch: a crash campaign checks that every
+            // acknowledged epoch survives.
+            self.pool.persister(lead).marker(Marker::Begin { txn: epoch });
+            self.note(lead, EpochPhase::InputLog);
             self.log_epoch(lead, epoch, txns.len() as u64, &payload);
         }
         drop(payload);
@@ -466,6 +495,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         // Initialisation: a pending version per declared write, on every
         // thread at once (`nvcaracal/versions.rs`).
         let started = Instant::now();
+        self.note(lead, EpochPhase::Init);
         let tables: Vec<Arc<Table>> = self.tables.read().clone();
         let building = versions::Building::new(versions::Options {
             batch_append: self.config.nvcaracal_batch_append,
@@ -491,6 +521,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
 
         // Execution: transaction i on thread i mod N, in serial order.
         let started = Instant::now();
+        self.note(lead, EpochPhase::Exec);
         let ctx = EpochCtx {
             engine: self,
             tables: &tables,
@@ -543,6 +574,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         if mark_first {
             self.mark_epoch(lead, epoch);
         }
+        self.note(lead, EpochPhase::RowPersist);
         let changes: Vec<Result<Vec<Change>>> = if n == 1 {
             vec![self.persist_rows(&tables, &rows, 0, 1, epoch, lead)]
         } else {
@@ -567,18 +599,28 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         let mut old_row = Vec::new();
         for c in all {
             match c {
-                Change::Put { table, key, row, old, bytes } => {
+                Change::Put { table, key, row, old, bytes, old_bytes } => {
                     let tb = &tables[table as usize];
                     if let Some(new) = bytes {
-                        let old = old.map(|o| self.committed_row(lead, tb, o, &mut old_row));
-                        maintain_secondary(&tb.secondary, key, old, Some(&new));
+                        // The old row as the epoch read it, else from NVM
+                        // (a blind write); an unchanged index key is left
+                        // alone.
+                        let old = match (old, old_bytes) {
+                            (Some(_), Some(cached)) => Some(cached),
+                            (Some(o), None) => Some(self.committed_row(lead, tb, o, &mut old_row)),
+                            (None, _) => None,
+                        };
+                        maintain_secondary(&tb.secondary, key, old, Some(new));
                     }
                     tb.index.write().insert(key, row);
                 }
-                Change::Delete { table, key, row, old } => {
+                Change::Delete { table, key, row, old, old_bytes } => {
                     let tb = &tables[table as usize];
                     if !tb.secondary.is_empty() {
-                        let old = self.committed_row(lead, tb, old, &mut old_row);
+                        let old = match old_bytes {
+                            Some(cached) => cached,
+                            None => self.committed_row(lead, tb, old, &mut old_row),
+                        };
                         maintain_secondary(&tb.secondary, key, Some(old), None);
                     }
                     tb.index.write().remove(&key);
@@ -587,21 +629,24 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             }
         }
         self.durable.store(epoch, Ordering::Release);
+        if log {
+            self.pool.persister(lead).marker(Marker::Ack { txn: epoch });
+        }
         stats.persist_us = started.elapsed().as_secs_f64() * 1e6;
         drop(rows);
         Ok(EpochOutcome { results, stats })
     }
 
     /// Persist the final versions of rows `w, w + n, …`; one fence.
-    fn persist_rows(
+    fn persist_rows<'r>(
         &self,
         tables: &[Arc<Table>],
-        rows: &Epoch,
+        rows: &'r Epoch,
         w: usize,
         n: usize,
         epoch: u64,
         thread: u32,
-    ) -> Result<Vec<Change>> {
+    ) -> Result<Vec<Change<'r>>> {
         let p = self.pool.persister(thread);
         let mut changes = Vec::new();
         for r in rows.rows().skip(w).step_by(n) {
@@ -631,17 +676,19 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             p.flush(at, len);
             let rref = RowRef { slot, newest: v as u8, epoch };
             let (table, key) = (r.table, r.key);
+            let old_bytes = r.base_bytes.get().map(|b| &b[..]);
             changes.push(match (value, r.base) {
                 (Some(row), old) => Change::Put {
                     table,
                     key,
                     row: rref,
                     old,
-                    bytes: (!t.secondary.is_empty()).then(|| row.clone()),
+                    bytes: (!t.secondary.is_empty()).then_some(&row[..]),
+                    old_bytes,
                 },
                 // A deletion of an absent row was skipped above.
                 (None, old) => match old {
-                    Some(old) => Change::Delete { table, key, row: rref, old },
+                    Some(old) => Change::Delete { table, key, row: rref, old, old_bytes },
                     None => continue,
                 },
             });
@@ -817,7 +864,7 @@ impl<B: PmemBackend> OneShotTx for ExecTx<'_, '_, B> {
                 None => false,
             });
         }
-        let base = match self.ctx.rows.find((table.0, key)) {
+        let (base, written) = match self.ctx.rows.find((table.0, key)) {
             Some(row) => match row.read(self.sid, &mut self.waits) {
                 Some(v) => {
                     return Ok(match v.value.get().expect("written versions hold values") {
@@ -828,17 +875,29 @@ impl<B: PmemBackend> OneShotTx for ExecTx<'_, '_, B> {
                         None => false,
                     });
                 }
-                None => row.base,
+                None => (row.base, Some(row)),
             },
-            None => t.index.read().get(&key).copied(),
+            None => (t.index.read().get(&key).copied(), None),
         };
-        match base {
-            Some(r) => {
-                self.ctx.engine.read_row(self.thread, t, r, out);
-                Ok(true)
-            }
-            None => Ok(false),
+        let Some(r) = base else {
+            return Ok(false);
+        };
+        match written {
+            // The committed row of a row the epoch writes, in a table with
+            // secondary indexes: kept, so the index upkeep after the mark
+            // compares keys without reading it from NVM again.
+            Some(row) if !t.secondary.is_empty() => match row.base_bytes.get() {
+                Some(cached) => out.copy_from_slice(cached),
+                None => {
+                    self.ctx.engine.read_row(self.thread, t, r, out);
+                    if row.base_bytes.set(out.into()).is_ok() {
+                        self.ctx.value_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+                    }
+                }
+            },
+            _ => self.ctx.engine.read_row(self.thread, t, r, out),
         }
+        Ok(true)
     }
 
     fn put(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
@@ -1085,12 +1144,10 @@ impl<B: PmemBackend> EngineWorker for NvWorker<'_, B> {
             input: layout::encode_apply(&writes),
             writes: writes.iter().map(|((t, k), _)| (TableId(*t), *k)).collect(),
         };
-        let epoch = e.durable.load(Ordering::Acquire) + 1;
-        let p = e.pool.persister(thread);
-        p.marker(Marker::Begin { txn: epoch });
+        // `run_epoch` marks Begin and Ack { txn: epoch } in the trace.
         let mut out = e.run_locked(std::slice::from_ref(&one), &[thread])?;
+        let epoch = out.stats.epoch;
         out.results.pop().expect("one result per transaction")?;
-        p.marker(Marker::Ack { txn: epoch });
         Ok(CommitInfo { cts: epoch, durable: true, writes: writes.len() as u32 })
     }
 

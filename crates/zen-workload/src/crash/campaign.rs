@@ -11,7 +11,7 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use zen_engine::schema::MAX_KEY;
 use zen_engine::{AbortReason, Engine, EngineConfig, EngineWorker, TableId};
-use zen_pmem::sim::{EventKind, SimBackend, Trace};
+use zen_pmem::sim::{CrashPoint, EventKind, SimBackend, Trace};
 use zen_pmem::{Marker, PersistenceDomain, Pool, PoolOptions};
 
 use super::config::{CampaignConfig, InjectedFault};
@@ -49,13 +49,22 @@ enum RecordOutcome {
 }
 
 pub(crate) struct Campaign<'c, S: Subject> {
-    cfg: &'c CampaignConfig,
+    pub(super) cfg: &'c CampaignConfig,
     engine: Registration,
-    subject: &'c S,
+    pub(super) subject: &'c S,
     pool_bytes: u64,
     cache_bytes: u64,
     domain: PersistenceDomain,
+    /// Every workload's one-shot procedures (`oneshot::procedures`), in
+    /// every engine configuration, as the CLI does: a deterministic engine
+    /// replays logged epochs with them.
+    procedures: zen_engine::Procedures,
 }
+
+/// The oracle of one recovered image: the engine, the crash point, whether
+/// the state hash is wanted (nested crashes follow).
+pub(super) type Oracle<'o> =
+    dyn Fn(&dyn Engine, &CrashPoint<'_>, bool) -> Result<Option<u64>, Violation> + 'o;
 
 /// Indices of `k` points spread evenly over `0..n` (all when `n <= k`).
 pub(crate) fn spread(n: u64, k: u64) -> BTreeSet<u64> {
@@ -123,7 +132,7 @@ pub(crate) fn select_points(signatures: &[(u32, u32, u32)], limit: u64) -> BTree
 }
 
 /// FNV-1a over every row of every table: the logical state.
-fn state_hash(engine: &dyn Engine) -> Result<u64, String> {
+pub(super) fn state_hash(engine: &dyn Engine) -> Result<u64, String> {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |bytes: &[u8]| {
         for b in bytes {
@@ -145,7 +154,7 @@ fn state_hash(engine: &dyn Engine) -> Result<u64, String> {
 }
 
 /// The first lint error of a run, as a violation.
-fn lint_violation(trace: &Trace) -> Option<Violation> {
+pub(super) fn lint_violation(trace: &Trace) -> Option<Violation> {
     let l = trace.lints();
     let lint = if l.acked_with_pending > 0 {
         LintKind::AckedWithPending
@@ -161,7 +170,10 @@ fn lint_violation(trace: &Trace) -> Option<Violation> {
 }
 
 /// Run `f`; a panic becomes a harness failure naming `context`.
-fn guarded<T>(context: impl Fn() -> String, f: impl FnOnce() -> T) -> Result<T, CampaignError> {
+pub(super) fn guarded<T>(
+    context: impl Fn() -> String,
+    f: impl FnOnce() -> T,
+) -> Result<T, CampaignError> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
         CampaignError::Harness(HarnessFailure { message: panic_message(p), context: context() })
     })
@@ -190,6 +202,7 @@ impl<'c, S: Subject> Campaign<'c, S> {
             pool_bytes: pages * PAGE_BYTES,
             cache_bytes,
             domain: cfg.domain(),
+            procedures: crate::oneshot::procedures(),
         }
     }
 
@@ -221,6 +234,7 @@ impl<'c, S: Subject> Campaign<'c, S> {
             // nvcaracal: four pages of input log (an epoch here is one
             // interactive transaction's writes; the loads are the largest).
             nvcaracal_log_bytes: 4 * PAGE_BYTES,
+            procedures: self.procedures.clone(),
             ..EngineConfig::default()
         };
         if let Some(alpha) = t.adaptive_alpha {
@@ -238,22 +252,32 @@ impl<'c, S: Subject> Campaign<'c, S> {
         c
     }
 
-    fn recover(&self, bytes: Vec<u8>) -> Result<Box<dyn SimOpened>, Violation> {
+    pub(super) fn recover(&self, bytes: Vec<u8>) -> Result<Box<dyn SimOpened>, Violation> {
+        self.recover_with(bytes, true)
+    }
+
+    /// Recover `bytes`, with the campaign's injected fault or without it.
+    pub(super) fn recover_with(
+        &self,
+        bytes: Vec<u8>,
+        with_fault: bool,
+    ) -> Result<Box<dyn SimOpened>, Violation> {
         let recovery = |detail: String| Violation::Recovery { detail };
         let backend = SimBackend::try_from_image(bytes, self.domain)
             .map_err(|e| recovery(format!("mapping the image: {e}")))?;
         let pool = Pool::open_on(backend).map_err(|e| recovery(format!("pool open: {e}")))?;
-        (self.engine.open)(pool, &self.config(true)).map_err(|e| recovery(format!("recovery: {e}")))
+        (self.engine.open)(pool, &self.config(with_fault))
+            .map_err(|e| recovery(format!("recovery: {e}")))
     }
 
-    fn finish(opened: Box<dyn SimOpened>) {
+    pub(super) fn finish(opened: Box<dyn SimOpened>) {
         if let Some(pool) = opened.release() {
             pool.abandon();
         }
     }
 
     /// The loaded pool's image (no fault: the load is not under test).
-    fn loaded_image(&self) -> Result<Vec<u8>, String> {
+    pub(super) fn loaded_image(&self) -> Result<Vec<u8>, String> {
         let sim = SimBackend::new(self.pool_bytes, self.domain);
         let pool = Pool::format(sim, &PoolOptions { page_size: PAGE_BYTES, features: 0 })
             .map_err(|e| format!("formatting the simulated pool: {e}"))?;
@@ -562,7 +586,12 @@ impl<'c, S: Subject> Campaign<'c, S> {
         }
     }
 
-    fn empty_report(&self) -> CampaignReport {
+    /// The engine's name (`--engine`).
+    pub(super) fn engine_name(&self) -> &'static str {
+        self.engine.kind.name()
+    }
+
+    pub(super) fn empty_report(&self) -> CampaignReport {
         CampaignReport::new(self.cfg.clone(), self.subject.population(), self.pool_bytes)
     }
 
@@ -610,18 +639,24 @@ impl<'c, S: Subject> Campaign<'c, S> {
             return Ok(report);
         }
         let check_started = Instant::now();
-        let outcome = self.check_points(&trace, &rec, &signatures, &mut report, progress);
+        let oracle = |e: &dyn Engine, point: &CrashPoint<'_>, nested: bool| {
+            let acked: Vec<u64> = point.acked_txns().collect();
+            self.oracle(e, &acked, &rec, nested)
+        };
+        let outcome = self.check_points(&trace, &signatures, &mut report, progress, &oracle);
         report.check_s = check_started.elapsed().as_secs_f64();
         outcome.map(|()| report)
     }
 
-    fn check_points(
+    /// Recover the chosen images of the chosen crash points of `trace`,
+    /// apply `oracle` to each, and crash the chosen recoveries (nested).
+    pub(super) fn check_points(
         &self,
         trace: &Trace,
-        rec: &Recorded,
         signatures: &[(u32, u32, u32)],
         report: &mut CampaignReport,
         progress: &mut dyn FnMut(Progress),
+        oracle: &Oracle<'_>,
     ) -> Result<(), CampaignError> {
         let chosen = select_points(signatures, self.cfg.crash_points);
         let n = chosen.len() as u64;
@@ -638,7 +673,6 @@ impl<'c, S: Subject> Campaign<'c, S> {
                 sites_hit.insert(*sig);
             }
             report.fence_sites.hit = sites_hit.len() as u64;
-            let acked: Vec<u64> = point.acked_txns().collect();
             let mut cursor = point.cursor(mode, budget, seed);
             let exhaustive = cursor.is_exhaustive();
             report.exhaustive_points += u64::from(exhaustive);
@@ -654,7 +688,7 @@ impl<'c, S: Subject> Campaign<'c, S> {
                 let outcome = guarded(context, || {
                     let opened = self.recover(view.bytes.to_vec())?;
                     let recovery_trace = nested.then(|| opened.backend().trace());
-                    let result = self.oracle(opened.engine(), &acked, rec, nested);
+                    let result = oracle(opened.engine(), &point, nested);
                     Self::finish(opened);
                     result.map(|hash| hash.zip(recovery_trace))
                 })?;

@@ -14,6 +14,8 @@ use super::violation::ConfigError;
 
 /// Most workers of a campaign.
 pub const MAX_THREADS: usize = 4;
+/// Most epochs of an epoch-mode campaign.
+pub const MAX_EPOCHS: u64 = 64;
 /// Most recovery threads of a campaign.
 pub const MAX_RECOVERY_THREADS: usize = 8;
 
@@ -184,8 +186,14 @@ pub struct CampaignConfig {
     /// Threads of every recovery the campaign runs, nested ones included
     /// (1..=8; Zen, mmdb and wbl recover in parallel).
     pub recovery_threads: usize,
-    /// Requests each worker runs in the recorded run (scripts: ignored).
+    /// Requests each worker runs in the recorded run (scripts: ignored);
+    /// in epoch mode, the requests of each epoch.
     pub txns: u64,
+    /// Epoch mode (`--epochs K`): the recorded run is K epochs of `txns`
+    /// one-shot requests each, submitted to the engine's deterministic
+    /// seam and run on `threads` epoch threads (`crash/epochs.rs`); `None`:
+    /// interactive transactions, `txns` per worker.
+    pub epochs: Option<u64>,
     /// An injected bug (the bug-injection suite), `None` for real campaigns.
     pub fault: Option<InjectedFault>,
     /// Directory the failing image is written to.
@@ -208,6 +216,7 @@ impl Default for CampaignConfig {
             threads: 2,
             recovery_threads: 1,
             txns: 8,
+            epochs: None,
             fault: None,
             save_failing: None,
             tuning: Tuning::default(),
@@ -255,6 +264,11 @@ impl CampaignConfig {
         if self.images_per_point == 0 {
             return Err(out_of_range("--images-per-point", 0, "at least 1"));
         }
+        if let Some(k) = self.epochs
+            && !(1..=MAX_EPOCHS).contains(&k)
+        {
+            return Err(out_of_range("--epochs", k, "1..=64"));
+        }
         if self.nested_depth > 4 {
             return Err(out_of_range("--nested-depth", self.nested_depth, "0..=4"));
         }
@@ -278,6 +292,9 @@ impl CampaignConfig {
             self.recovery_threads,
             self.txns
         );
+        if let Some(k) = self.epochs {
+            s.push_str(&format!(" --epochs {k}"));
+        }
         if let Some(f) = self.fault {
             s.push_str(&format!(" --inject-fault {}", f.name()));
         }

@@ -4,8 +4,10 @@
 //! line: it persists nothing and cannot reopen a pool, so
 //! [`super::CampaignConfig::validate`] refuses it with
 //! [`super::ConfigError::EngineNotCrashCheckable`]. nvcaracal runs the
-//! campaigns through its `Engine` adapter (each interactive transaction is
-//! a one-transaction epoch: logged, executed, persisted, marked).
+//! interactive campaigns through its `Engine` adapter (each interactive
+//! transaction is a one-transaction epoch: logged, executed, persisted,
+//! marked), and epoch mode through its deterministic seam (`epochs.rs`),
+//! found with `Engine::deterministic()`, not by name.
 
 use zen_engine::baseline::{FalconEngine, MmdbEngine, NvcaracalEngine, WblEngine};
 use zen_engine::cc::{self, Protocol};

@@ -1,5 +1,5 @@
 //! The crash harness (VERIFICATION.md §1–2): one harness for every engine
-//! that persists (Zen with each protocol, mmdb, wbl), used by `zen
+//! that persists (Zen with each protocol, mmdb, wbl, falcon, nvcaracal), used by `zen
 //! crash-test` and by the crash tests (`crates/zen-workload/tests/crash_*.rs`).
 //!
 //! What: [`run_campaign`] loads a small population of a [`Subject`] into an
@@ -49,14 +49,21 @@
 //! more, the interleaving (and so the trace) differs from run to run. The
 //! saved image (`save_failing`) is the exact reproducer.
 //!
+//! Epoch mode (`CampaignConfig::epochs`): for an engine with the
+//! deterministic seam, the recorded run is epochs of one-shot transactions
+//! and the oracle is the serial replay of the durable epochs (`epochs.rs`,
+//! whose module docs list its checks).
+//!
 //! Modules: `config` (flags, tuning, faults), `violation` (what can be
 //! found), `engines` (the seam: one registration per engine), `subject`
 //! (the trait; YCSB, SmallBank, TPC-C), `bank`, `list_append`, `script`
-//! (the subjects), `campaign` (record, crash, oracle, nested), `report`.
+//! (the subjects), `campaign` (record, crash, oracle, nested), `epochs`
+//! (epoch mode), `report`.
 
 mod campaign;
 mod config;
 mod engines;
+mod epochs;
 mod report;
 mod subject;
 mod violation;
@@ -67,15 +74,19 @@ pub mod script;
 
 pub use campaign::{LIVENESS_TXNS, PAGE_BYTES};
 pub use config::{
-    CampaignConfig, CrashWorkload, InjectedFault, MAX_RECOVERY_THREADS, MAX_THREADS, Tuning,
+    CampaignConfig, CrashWorkload, InjectedFault, MAX_EPOCHS, MAX_RECOVERY_THREADS, MAX_THREADS,
+    Tuning,
 };
 pub use engines::{Registration, SimOpened, registration};
-pub use report::{CampaignReport, Failure, FenceSites, ImageCounts, NestedCounts, Progress};
+pub use report::{
+    CampaignReport, EpochReport, Failure, FenceSites, ImageCounts, NestedCounts, Progress,
+};
 pub use subject::{Subject, Survivors, workload_check};
 pub use violation::{
     CampaignError, Check, ConfigError, HarnessFailure, LintKind, TxnRef, Violation,
 };
 
+use crate::oneshot::OneShotWorkload;
 use crate::smallbank::{SmallBank, SmallBankConfig};
 use crate::tpcc::{Tpcc, TpccConfig, TpccSpec};
 use crate::ycsb::{PaperMix, Ycsb, YcsbConfig};
@@ -93,7 +104,11 @@ pub fn run_campaign(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<CampaignReport, CampaignError> {
     let population = |e: crate::Error| ConfigError::Population(e.to_string());
+    let no_oneshot = || -> Result<CampaignReport, CampaignError> {
+        Err(ConfigError::NoOneShotForm { workload: cfg.workload.name() }.into())
+    };
     match cfg.workload {
+        CrashWorkload::Bank | CrashWorkload::ListAppend if cfg.epochs.is_some() => no_oneshot(),
         CrashWorkload::Bank => {
             run_subject(cfg, &bank::Bank::new(BANK_ACCOUNTS).map_err(population)?, progress)
         }
@@ -103,12 +118,12 @@ pub fn run_campaign(
         CrashWorkload::Ycsb => {
             let mut y = YcsbConfig::paper(64, PaperMix::WH, 0.6);
             y.requests = 4;
-            run_subject(cfg, &Ycsb::new(y).map_err(population)?, progress)
+            run_either(cfg, &Ycsb::new(y).map_err(population)?, progress)
         }
         CrashWorkload::SmallBank => {
             let mut s = SmallBankConfig::new(64);
             s.hotspot_accounts = 8;
-            run_subject(cfg, &SmallBank::new(s).map_err(population)?, progress)
+            run_either(cfg, &SmallBank::new(s).map_err(population)?, progress)
         }
         CrashWorkload::Tpcc => {
             let spec = TpccSpec {
@@ -118,13 +133,27 @@ pub fn run_campaign(
                 orders_per_district: 10,
             };
             let tpcc = Tpcc::new(TpccConfig { spec, load_seed: cfg.seed }).map_err(population)?;
-            run_subject(cfg, &tpcc, progress)
+            run_either(cfg, &tpcc, progress)
         }
         CrashWorkload::Script => Err(ConfigError::Population(
             "a script campaign needs its script: call run_subject".into(),
         )
         .into()),
     }
+}
+
+/// A subject with a one-shot form: epoch mode when `cfg.epochs` is set.
+fn run_either<S: Subject + OneShotWorkload>(
+    cfg: &CampaignConfig,
+    subject: &S,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<CampaignReport, CampaignError> {
+    if cfg.epochs.is_none() {
+        return run_subject(cfg, subject, progress);
+    }
+    cfg.validate()?;
+    let engine = registration(cfg.engine, cfg.cc)?;
+    campaign::Campaign::new(cfg, engine, subject).run_epochs(progress)
 }
 
 /// Run a campaign of `subject` (the tests' scripts, or any [`Subject`]).
@@ -134,6 +163,9 @@ pub fn run_subject<S: Subject>(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<CampaignReport, CampaignError> {
     cfg.validate()?;
+    if cfg.epochs.is_some() {
+        return Err(ConfigError::NoOneShotForm { workload: cfg.workload.name() }.into());
+    }
     let engine = registration(cfg.engine, cfg.cc)?;
     campaign::Campaign::new(cfg, engine, subject).run(progress)
 }

@@ -1,6 +1,8 @@
 //! What a campaign covered and found ([`CampaignReport`]), as JSON (serde)
 //! and as the text `zen crash-test` prints.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use super::config::CampaignConfig;
@@ -31,6 +33,33 @@ pub struct NestedCounts {
     pub recoveries: u64,
     /// Crash points of recoveries that were crashed.
     pub points: u64,
+}
+
+/// Epoch mode (`--epochs`): what the recorded epochs did and where the
+/// checked crash points and recoveries fell.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EpochReport {
+    /// Epochs recorded.
+    pub epochs: u64,
+    /// One-shot transactions submitted per epoch.
+    pub txns_per_epoch: u64,
+    /// Transactions whose procedure failed deterministically because their
+    /// reconnaissance was stale (none expected with synchronous epochs).
+    pub stale: u64,
+    /// Checked crash points by the epoch phase they lie in (the phase the
+    /// engine noted last; `between-epochs` after an epoch's acknowledgement).
+    /// The init and exec phases write nothing to NVM and so hold no fence:
+    /// a crash inside them leaves the durable image of the first
+    /// row-persist point with nothing pending applied, the first image
+    /// every mode builds there.
+    pub points_by_phase: BTreeMap<String, u64>,
+    /// Checked images by the recorded epoch (1 = the first) their recovery
+    /// ended at (0: none of the recorded epochs).
+    pub recovered_to_epoch: BTreeMap<u64, u64>,
+    /// Images whose recovery ended past the last epoch acknowledged before
+    /// the crash (the crashed epoch kept: its mark was durable, or its
+    /// logged inputs were replayed).
+    pub recovered_unacked: u64,
 }
 
 /// The first violation of a campaign.
@@ -99,6 +128,8 @@ pub struct CampaignReport {
     pub lint_errors: u64,
     /// Zen+ exclusive stages the recorded run went through (Zen+ only).
     pub adaptive_stage_switches: Option<u64>,
+    /// Epoch mode only.
+    pub epochs: Option<EpochReport>,
     pub record_s: f64,
     pub check_s: f64,
 }
@@ -126,6 +157,7 @@ impl CampaignReport {
             lint_warnings: 0,
             lint_errors: 0,
             adaptive_stage_switches: None,
+            epochs: None,
             record_s: 0.0,
             check_s: 0.0,
         }
@@ -188,6 +220,22 @@ impl CampaignReport {
             self.retries,
             self.fences
         ));
+        if let Some(e) = &self.epochs {
+            let phases: Vec<String> =
+                e.points_by_phase.iter().map(|(p, n)| format!("{p} {n}")).collect();
+            let recovered: Vec<String> =
+                e.recovered_to_epoch.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+            out.push_str(&format!(
+                "  epochs            {} of {} one-shot transactions ({} stale reconnaissance)\n",
+                e.epochs, e.txns_per_epoch, e.stale
+            ));
+            out.push_str(&format!("  points by phase   {}\n", phases.join(", ")));
+            out.push_str(&format!(
+                "  recovered to      epoch {} ({} images past the last acknowledged epoch)\n",
+                recovered.join(", epoch "),
+                e.recovered_unacked
+            ));
+        }
         if let Some(f) = c.fault {
             out.push_str(&format!("  injected fault    {}\n", f.name()));
         }

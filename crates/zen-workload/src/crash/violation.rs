@@ -123,6 +123,9 @@ pub enum Violation {
     UnknownReceipt { detail: String },
     /// A transaction acknowledged durable before the crash point is absent.
     AckedLost { txn: TxnRef, cts: u64, survived: u64 },
+    /// Epoch mode: an epoch acknowledged durable before the crash point is
+    /// beyond the recovered durable epoch.
+    EpochLost { epoch: u64, durable: u64 },
     /// A surviving transaction read (or overwrote) a version whose writer is
     /// absent: the recovered state is not closed under read-from.
     DependencyNotClosed { reader: TxnRef, writer: TxnRef },
@@ -147,7 +150,7 @@ impl Violation {
             Violation::Structure { .. } => Check::Structure,
             Violation::ReceiptsNotPrefix { .. } => Check::ReceiptsNotPrefix,
             Violation::UnknownReceipt { .. } => Check::UnknownReceipt,
-            Violation::AckedLost { .. } => Check::AckedLost,
+            Violation::AckedLost { .. } | Violation::EpochLost { .. } => Check::AckedLost,
             Violation::DependencyNotClosed { .. } => Check::DependencyNotClosed,
             Violation::StateMismatch { .. } => Check::StateMismatch,
             Violation::WorkloadCheck { .. } => Check::WorkloadCheck,
@@ -186,6 +189,10 @@ impl fmt::Display for Violation {
                 f,
                 "{txn} (Tx-CTS {cts}) was acknowledged durable, but only {survived} of worker {}'s transactions survived",
                 txn.worker
+            ),
+            Violation::EpochLost { epoch, durable } => write!(
+                f,
+                "epoch {epoch} was acknowledged durable, but recovery's durable epoch is {durable}"
             ),
             Violation::DependencyNotClosed { reader, writer } => write!(
                 f,
@@ -252,6 +259,10 @@ pub enum ConfigError {
     OutOfRange { flag: &'static str, value: String, allowed: String },
     /// The population could not be built (workload parameters).
     Population(String),
+    /// `--epochs` with a workload that has no one-shot form.
+    NoOneShotForm { workload: &'static str },
+    /// `--epochs` with an engine without the deterministic seam.
+    NotDeterministic { engine: &'static str },
 }
 
 impl fmt::Display for ConfigError {
@@ -259,7 +270,7 @@ impl fmt::Display for ConfigError {
         match self {
             ConfigError::EngineNotCrashCheckable { engine } => write!(
                 f,
-                "--engine {engine}: persists nothing and cannot reopen a pool, so there is no crash state to check (crash campaigns run zen, mmdb and wbl)"
+                "--engine {engine}: persists nothing and cannot reopen a pool, so there is no crash state to check (crash campaigns run zen, mmdb, wbl, falcon and nvcaracal)"
             ),
             ConfigError::FaultOfOtherEngine { fault, fault_engine, engine } => write!(
                 f,
@@ -269,6 +280,14 @@ impl fmt::Display for ConfigError {
                 write!(f, "{flag} {value}: {allowed}")
             }
             ConfigError::Population(why) => write!(f, "population: {why}"),
+            ConfigError::NoOneShotForm { workload } => write!(
+                f,
+                "--epochs: {workload} has no one-shot form (epoch mode runs ycsb, smallbank and tpcc)"
+            ),
+            ConfigError::NotDeterministic { engine } => write!(
+                f,
+                "--epochs: --engine {engine} has no deterministic seam (epoch mode runs engines that take one-shot transactions in epochs, e.g. nvcaracal)"
+            ),
         }
     }
 }

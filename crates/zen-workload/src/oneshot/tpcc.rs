@@ -12,7 +12,7 @@
 //!
 //! | transaction  | found by reconnaissance                                   | checked by the procedure at its place in the serial order |
 //! | ------------ | --------------------------------------------------------- | --------------------------------------------------------- |
-//! | New-Order    | its order id: the district's D_NEXT_O_ID, plus the batch's earlier New-Orders of that district that will not roll back (an unused item id, read in ITEM, rolls back) | D_NEXT_O_ID = the predicted id |
+//! | New-Order    | its order id: the district's D_NEXT_O_ID, plus the batch's earlier New-Orders of that district that will not roll back (an unused item id, read in ITEM, rolls back; ITEM is never written, so what was read of it is cached across batches in the plan) | D_NEXT_O_ID = the predicted id |
 //! | Payment      | a customer by last name (secondary index, midpoint by first name); its C_PAYMENT_CNT after the payment (the HISTORY key), plus the batch's earlier Payments of that customer | the customer's last name; C_PAYMENT_CNT + 1 = the predicted count |
 //! | Order-Status | a customer by last name; the customer's latest order (secondary index on ORDERS, or the batch's latest New-Order of that customer) | the order exists and is the customer's |
 //! | Delivery     | per district the oldest undelivered order (an ordered scan of NEW-ORDER, past those the batch's earlier Deliveries take, then the batch's New-Orders), its customer and line count (ORDERS) | NEW-ORDER(o) exists and NEW-ORDER(o − 1) does not (the queue is contiguous, condition 3.3.2.3); the order's customer and line count; a district predicted empty has no NEW-ORDER row at D_NEXT_O_ID − 1 |
@@ -35,6 +35,7 @@
 //! stands in for the interactive form's duplicate-key check.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, PoisonError};
 
 use zen_engine::schema::row;
 use zen_engine::{
@@ -476,7 +477,8 @@ struct Recon<'a> {
     payments: HashMap<u64, u64>,
     last_order: HashMap<u64, u64>,
     by_name: HashMap<(u64, u64, u64), u64>,
-    items: HashMap<u64, bool>,
+    /// The plan's ITEM cache (`TpccPlan::items`).
+    items: &'a mut HashMap<u64, bool>,
     queues: HashMap<u64, Queue>,
     row: Vec<u8>,
 }
@@ -696,10 +698,20 @@ impl Recon<'_> {
     }
 }
 
-/// Procedure ids (in [`TXN_TYPES`] order) and tables.
+/// Procedure ids (in [`TXN_TYPES`] order), tables, and what the
+/// reconnaissance learnt of ITEM.
 pub struct TpccPlan {
     procs: Vec<ProcId>,
     t: Tables,
+    /// Whether each item id read so far exists, kept across batches (not
+    /// only within one): none of TPC-C's five transactions writes ITEM
+    /// (it is fixed at load), so what a reconnaissance read there stays
+    /// true for every later one. A wrong entry could only cost a
+    /// re-submission, never a wrong result: the New-Order procedure reads
+    /// ITEM itself in the epoch, and a mispredicted rollback shifts the
+    /// district's next order id, which the procedure's check catches
+    /// (`StaleReconnaissance`).
+    items: Mutex<HashMap<u64, bool>>,
 }
 
 impl OneShotWorkload for Tpcc {
@@ -710,7 +722,7 @@ impl OneShotWorkload for Tpcc {
             .iter()
             .map(|name| super::procedure(procedures, &format!("tpcc.{name}")))
             .collect::<Result<Vec<_>>>()?;
-        Ok(TpccPlan { procs, t: Tables::resolve(engine)? })
+        Ok(TpccPlan { procs, t: Tables::resolve(engine)?, items: Mutex::new(HashMap::new()) })
     }
 
     /// One read-only transaction on the committed state finds every key
@@ -722,6 +734,9 @@ impl OneShotWorkload for Tpcc {
         requests: &[TpccRequest],
     ) -> Result<Vec<OneShot>> {
         let mut out = Vec::with_capacity(requests.len());
+        // A panic elsewhere cannot make the cache wrong: it holds facts
+        // about a table no one writes.
+        let mut items = plan.items.lock().unwrap_or_else(PoisonError::into_inner);
         let mut worker = engine.worker()?;
         worker.execute(&TxnOptions::read_only(), &mut |tx| {
             out.clear();
@@ -732,7 +747,7 @@ impl OneShotWorkload for Tpcc {
                 payments: HashMap::new(),
                 last_order: HashMap::new(),
                 by_name: HashMap::new(),
-                items: HashMap::new(),
+                items: &mut items,
                 queues: HashMap::new(),
                 row: Vec::new(),
             };

@@ -103,6 +103,7 @@ pub fn script_config(
         threads: 1,
         recovery_threads: 1,
         txns: 1,
+        epochs: None,
         fault: None,
         save_failing: None,
         tuning: Tuning {

@@ -219,7 +219,13 @@ impl Building {
                             parts.extend(split.into_vec().into_iter().map(Mutex::into_inner));
                         }
                         parts.retain(|p| !p.is_empty());
-                        RowVersions { table: key.0, key: key.1, base: row.base, parts }
+                        RowVersions {
+                            table: key.0,
+                            key: key.1,
+                            base: row.base,
+                            base_bytes: OnceLock::new(),
+                            parts,
+                        }
                     })
                     .collect();
                 (s.at, rows)
@@ -259,6 +265,10 @@ pub struct RowVersions {
     pub table: u32,
     pub key: u64,
     pub base: Option<RowRef>,
+    /// The committed row (`base`) as the epoch's first reader of it read
+    /// it from NVM; kept for tables with secondary indexes only, so that
+    /// their upkeep after the mark needs no second NVM read.
+    pub base_bytes: OnceLock<Box<[u8]>>,
     pub parts: Vec<Vec<Version>>,
 }
 
@@ -354,11 +364,13 @@ impl Epoch {
 /// An upper bound of the transient DRAM one declared write of a row of
 /// `row_bytes` costs an epoch: its version, its value, and (if it is the
 /// row's first) the row's array and map entry, with the init phase's
-/// shared row and growth slack. The DRAM budget is checked with it before
+/// shared row and growth slack, and a copy of the committed row (kept for
+/// tables with secondary indexes when the epoch reads it). The DRAM budget is checked with it before
 /// an epoch runs.
 pub fn bound_per_write(row_bytes: usize) -> u64 {
     let version = 2 * std::mem::size_of::<Version>() + row_bytes;
     let row = std::mem::size_of::<RowVersions>()
+        + row_bytes
         + std::mem::size_of::<InitRow>()
         + std::mem::size_of::<Vec<Version>>()
         + 4 * std::mem::size_of::<(Key, usize)>();

@@ -8,7 +8,8 @@
 //! ```text
 //!   read latency, random       dependent 8-byte loads chasing a random cycle of lines
 //!   read latency, sequential   the same chase through consecutive lines
-//!   persist latency            write 64 B, flush, fence, at random lines (1 thread)
+//!   persist latency            write 64 B, flush, fence, wait for it to complete, at random
+//!                              lines (1 thread): dependent persists, as the chase's loads are
 //!   write bandwidth            1..=T threads: 64-byte writes to scattered XPLines, and
 //!                              256-byte writes of consecutive XPLines; flush each, fence every 16
 //!   read bandwidth             1..=T threads reading 4 KiB sequentially
@@ -319,8 +320,15 @@ impl<B: PmemBackend> Probe<B> {
         started.elapsed().as_nanos() as f64 / loads as f64
     }
 
-    /// Write 64 B, flush, fence at random lines for `duration`; nanoseconds
-    /// per persist.
+    /// Write 64 B, flush, fence at random lines for `duration`, each persist
+    /// waited for (`mfence`) before the next is issued; nanoseconds per
+    /// persist. Without the wait the figure is a pipelined one: the next
+    /// persist's store miss overlaps the last one's write-back, which this
+    /// machine's `fs` loop does or does not do depending on how much code
+    /// lies between them (214–260 ns or ~470 ns per persist here, the same
+    /// loop), and which no busy-wait after a fence can keep. A latency is
+    /// what the model adds to, so the row measures one
+    /// (docs/design/nvm-emulation.md, "Calibration", 4).
     fn persist(&mut self, duration: Duration) -> f64 {
         let p = self.pool.persister(1);
         let line = [0x5au8; 64];
@@ -330,6 +338,10 @@ impl<B: PmemBackend> Probe<B> {
                 let offset = self.region.line(self.persist_rng.below(self.region.lines()));
                 p.write(offset, &line);
                 p.persist(offset, 64);
+                // `mfence`: the next store waits for this persist's
+                // write-back (a `SeqCst` fence, a locked instruction, waits
+                // for the store but not for the write-back).
+                zen_pmem::cpu::full_fence();
             }
             ops += 64;
         }

@@ -189,6 +189,51 @@ pub fn rdtsc_ordered() -> u64 {
     }
 }
 
+/// Read the time-stamp counter after every earlier store and write-back has
+/// completed (`mfence; lfence; rdtsc`): a stamp taken right after a fence
+/// does not start the clock while the fence's flushes are still draining to
+/// memory (`rdtscp` does not wait for them: on this project's AMD guest a
+/// wait stamped with it still ran under the drain).
+#[inline]
+pub fn rdtsc_after_drain() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `mfence` and `lfence` have no operands and touch no memory
+        // Rust knows of; `rdtsc` reads a counter register into `eax:edx`.
+        unsafe {
+            let (lo, hi): (u32, u32);
+            std::arch::asm!(
+                "mfence",
+                "lfence",
+                "rdtsc",
+                out("eax") lo,
+                out("edx") hi,
+                options(nostack, preserves_flags),
+            );
+            (u64::from(hi) << 32) | u64::from(lo)
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        rdtsc()
+    }
+}
+
+/// Full fence (`mfence`): later loads and stores wait until every earlier
+/// store and write-back (`clwb`) has completed. A `SeqCst` fence compiles to
+/// a locked instruction, which waits for the stores but not the write-backs.
+#[inline]
+pub fn full_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `mfence` has no operands and touches no memory Rust knows of.
+    unsafe {
+        std::arch::asm!("mfence", options(nostack, preserves_flags));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
 /// TSC ticks per nanosecond, measured once against the monotonic clock (20 ms).
 pub fn tsc_ticks_per_ns() -> f64 {
     static RATE: OnceLock<f64> = OnceLock::new();

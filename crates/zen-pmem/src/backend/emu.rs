@@ -159,7 +159,7 @@ impl PmemBackend for EmuBackend {
             return Charge::default();
         }
         let (charge, started) = self.device.on_fence(thread, lines_flushed);
-        self.device.stall(Stamp::Unordered, started, &charge);
+        self.device.stall(Stamp::AfterDrain, started, &charge);
         charge
     }
     fn reserve_space(&self) -> Result<()> {

@@ -214,7 +214,7 @@ impl<C: Clock> Device<C> {
             fence_fixed_ns: if params.is_idle() {
                 0
             } else {
-                clock.fixed_cost_ns(Stamp::Unordered)
+                clock.fixed_cost_ns(Stamp::AfterDrain)
             },
             clock,
         }
@@ -262,14 +262,14 @@ impl<C: Clock> Device<C> {
     /// `thread` fenced after flushing `lines_flushed` lines since its last
     /// fence; the calling OS thread is the runner. Returns the charge and the
     /// time the clock read (not read, and 0, when there is nothing to charge):
-    /// an [unordered](Stamp::Unordered) stamp, so that the wait does not
-    /// first wait for the fence's write-backs to drain.
+    /// a [drained](Stamp::AfterDrain) stamp, so that the persist latency is
+    /// charged after this machine's own persist has completed, not under it.
     #[inline]
     pub fn on_fence(&self, thread: u32, lines_flushed: u64) -> (Charge, u64) {
         if lines_flushed == 0 && self.slot(thread).pending_media_bytes.load(Relaxed) == 0 {
             return (Charge::default(), 0);
         }
-        let now_ns = self.clock.now_unordered_ns();
+        let now_ns = self.clock.now_drained_ns();
         (self.on_fence_by(current_runner(), thread, lines_flushed, now_ns), now_ns)
     }
 
@@ -369,7 +369,7 @@ impl<C: Clock> Device<C> {
     pub fn resume_at(&self, runner: usize, stamp: Stamp, started_ns: u64, stall_ns: u64) -> u64 {
         let fixed = match stamp {
             Stamp::AfterLoads => self.read_fixed_ns,
-            Stamp::Unordered => self.fence_fixed_ns,
+            Stamp::Unordered | Stamp::AfterDrain => self.fence_fixed_ns,
         };
         let credit = self.runner(runner).credit_ns.load(Relaxed) + fixed;
         (started_ns + stall_ns).saturating_sub(credit)
@@ -656,7 +656,7 @@ mod tests {
         fn fixed_cost_ns(&self, stamp: Stamp) -> u64 {
             match stamp {
                 Stamp::AfterLoads => 40,
-                Stamp::Unordered => 15,
+                Stamp::Unordered | Stamp::AfterDrain => 15,
             }
         }
     }
@@ -664,13 +664,14 @@ mod tests {
     #[test]
     fn each_kind_of_stamp_has_its_own_fixed_cost_taken_off_the_deadline() {
         let d = Device::new(NvmProfile::Optane.model(), StampCosts(ManualClock::default()));
-        // A read's stamp waits for its loads (rdtscp), a fence's does not (rdtsc).
+        // A read's stamp waits for its loads (rdtscp), a fence's for its
+        // write-backs (mfence; lfence; rdtsc): each costs what it costs.
         assert_eq!(d.resume_at(1, Stamp::AfterLoads, 1_000, 224), 1_184);
-        assert_eq!(d.resume_at(1, Stamp::Unordered, 1_000, 100), 1_085);
+        assert_eq!(d.resume_at(1, Stamp::AfterDrain, 1_000, 100), 1_085);
         // An idle device never waits, so it never measures either.
         let idle = Device::new(NvmProfile::Dram.model(), StampCosts(ManualClock::default()));
         assert_eq!(idle.resume_at(1, Stamp::AfterLoads, 1_000, 224), 1_224);
-        assert_eq!(idle.resume_at(1, Stamp::Unordered, 1_000, 100), 1_100);
+        assert_eq!(idle.resume_at(1, Stamp::AfterDrain, 1_000, 100), 1_100);
     }
 
     #[test]

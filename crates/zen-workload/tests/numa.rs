@@ -89,7 +89,16 @@ fn assert_no_remote_write(cc: CcKind, mode: NumaMode) {
         let t = stats.total;
         assert_eq!(t.remote_writes, 0, "{name} under {} in {mode:?}: {stats:?}", cc.name());
         assert!(t.local_writes > 0);
-        assert!(stats.workers.iter().all(|w| w.local_writes > 0), "both nodes wrote");
+        // Every worker that ran wrote to its own node. The run is a shared
+        // budget of 1,500 transactions: under a loaded machine one worker
+        // can finish it before the other is scheduled (seen once in a full
+        // suite), and a worker that ran nothing has nothing to show.
+        let ran = |w: &zen_engine::numa::NumaCounters| w.local_reads + w.remote_reads > 0;
+        assert!(
+            stats.workers.iter().filter(|w| ran(w)).all(|w| w.local_writes > 0),
+            "{name}: {stats:?}"
+        );
+        assert!(stats.workers.iter().any(ran));
         // The zero is not for lack of sharing: each worker also used rows
         // homed on the other node.
         assert!(t.remote_reads > 0, "{name} under {}: {t:?}", cc.name());

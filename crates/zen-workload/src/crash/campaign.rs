@@ -153,6 +153,19 @@ pub(super) fn state_hash(engine: &dyn Engine) -> Result<u64, String> {
     Ok(h)
 }
 
+/// What a recorded trace gives every campaign's report: its persistence
+/// lints, its fences, the crash points they make (one per fence, plus the
+/// end) and the distinct fence sites. Returns the fences' signatures.
+pub(super) fn count_trace(report: &mut CampaignReport, trace: &Trace) -> Vec<(u32, u32, u32)> {
+    report.lint_warnings = trace.lints().warning_count();
+    report.lint_errors = trace.lints().error_count();
+    let signatures = fence_signatures(trace);
+    report.fences = signatures.len() as u64;
+    report.crash_points_total = signatures.len() as u64 + 1;
+    report.fence_sites.total = signatures.iter().collect::<BTreeSet<_>>().len() as u64;
+    signatures
+}
+
 /// The first lint error of a run, as a violation.
 pub(super) fn lint_violation(trace: &Trace) -> Option<Violation> {
     let l = trace.lints();
@@ -626,12 +639,7 @@ impl<'c, S: Subject> Campaign<'c, S> {
         report.user_aborts = rec.user_aborts;
         report.retries = rec.retries;
         report.adaptive_stage_switches = rec.stage_switches;
-        report.lint_warnings = trace.lints().warning_count();
-        report.lint_errors = trace.lints().error_count();
-        let signatures = fence_signatures(&trace);
-        report.fences = signatures.len() as u64;
-        report.crash_points_total = signatures.len() as u64 + 1;
-        report.fence_sites.total = signatures.iter().collect::<BTreeSet<_>>().len() as u64;
+        let signatures = count_trace(&mut report, &trace);
         if self.cfg.tuning.lints_are_violations
             && let Some(v) = lint_violation(&trace)
         {

@@ -57,7 +57,7 @@ use zen_pmem::Marker;
 use zen_pmem::sim::{CrashPoint, Trace};
 
 use super::LIVENESS_TXNS;
-use super::campaign::{Campaign, fence_signatures, guarded, lint_violation, state_hash};
+use super::campaign::{Campaign, count_trace, guarded, lint_violation, state_hash};
 use super::report::{CampaignReport, EpochReport, Failure, Progress};
 use super::subject::{Subject, workload_check};
 use super::violation::{CampaignError, ConfigError, HarnessFailure, Violation};
@@ -143,12 +143,7 @@ impl<S: Subject + OneShotWorkload> Campaign<'_, S> {
         report.committed = rec.committed;
         report.acked = if acks.len() as u64 == rec.epochs { rec.committed } else { 0 };
         report.user_aborts = rec.user_aborts;
-        report.lint_warnings = trace.lints().warning_count();
-        report.lint_errors = trace.lints().error_count();
-        let signatures = fence_signatures(&trace);
-        report.fences = signatures.len() as u64;
-        report.crash_points_total = signatures.len() as u64 + 1;
-        report.fence_sites.total = signatures.iter().collect::<BTreeSet<_>>().len() as u64;
+        let signatures = count_trace(&mut report, &trace);
         let stats = RefCell::new(EpochReport {
             epochs: rec.epochs,
             txns_per_epoch: self.cfg.txns,

@@ -533,7 +533,7 @@ fn delivery_txn(
     // they are announced together (`Transaction::prefetch`) and their cache
     // misses overlap instead of following one another.
     const D: usize = DISTRICTS as usize;
-    let mut orders = [(0u64, 0u64); D];
+    let (mut districts, mut order_keys) = ([0u64; D], [0u64; D]);
     let mut n = 0;
     for d in 1..=DISTRICTS {
         let mut oldest = None;
@@ -556,18 +556,14 @@ fn delivery_txn(
             }
             other => other?,
         }
-        orders[n] = (d, ok);
+        (districts[n], order_keys[n]) = (d, ok);
         n += 1;
-    }
-    let mut order_keys = [0u64; D];
-    for (k, &(_, ok)) in order_keys.iter_mut().zip(&orders[..n]) {
-        *k = ok;
     }
     tx.prefetch(t.orders, &order_keys[..n]);
     let mut customers = [0u64; D];
     let mut lines = [0u64; D];
     l.keys.clear();
-    for (i, &(d, ok)) in orders[..n].iter().enumerate() {
+    for (i, (&d, &ok)) in districts[..n].iter().zip(&order_keys[..n]).enumerate() {
         read(tx, t.orders, orders::NAME, ok, &mut l.order, true)?;
         row::put_i32(&mut l.order, orders::CARRIER_ID, carrier as i32);
         tx.update(t.orders, ok, &l.order)?;

@@ -52,15 +52,22 @@ pub fn loc_entry(loc: u64) -> Option<(usize, u32)> {
     (loc & LOC_CACHED != 0).then_some((((loc >> 40) & 0xFFFF) as usize, loc as u32))
 }
 
+/// The hot words of a Met-Cache entry: exactly one cache line, line-aligned,
+/// so that a read (`touch`, the version word), validation and locking miss
+/// once per entry, not twice (nine words straddled two lines). The entry's
+/// key, read only by the invariant check, lives beside it in its chunk
+/// (`CacheRegion::key`).
 #[derive(Debug, Default)]
+#[repr(C, align(64))]
 pub struct Entry {
-    pub key: AtomicU64,
+    pub cc: [AtomicU64; 4],
+    pub touch_ts: AtomicU64,
+    pub flags: AtomicU64,
     pub record: AtomicU64,
     pub slot: AtomicU64,
-    pub flags: AtomicU64,
-    pub touch_ts: AtomicU64,
-    pub cc: [AtomicU64; 4],
 }
+
+const _: () = assert!(std::mem::size_of::<Entry>() == 64);
 
 impl Entry {
     /// Mark the entry used by a transaction that began at `begin_ts`.
@@ -77,6 +84,8 @@ impl Entry {
 
 struct Chunk {
     entries: Box<[Entry]>,
+    /// The key of each entry (cold: written when the entry is filled).
+    keys: Box<[AtomicU64]>,
     data: Box<[AtomicU64]>,
 }
 
@@ -214,7 +223,7 @@ impl CacheRegion {
     }
 
     pub fn entry_bytes(&self) -> usize {
-        std::mem::size_of::<Entry>() + self.words_per_row * 8
+        std::mem::size_of::<Entry>() + 8 + self.words_per_row * 8
     }
 
     fn chunk(&self, index: u32) -> &Chunk {
@@ -222,10 +231,12 @@ impl CacheRegion {
         self.chunks[c].get_or_init(|| {
             let chunk = Chunk {
                 entries: (0..CHUNK_ENTRIES).map(|_| Entry::default()).collect(),
+                keys: (0..CHUNK_ENTRIES).map(|_| AtomicU64::new(0)).collect(),
                 data: (0..CHUNK_ENTRIES * self.words_per_row).map(|_| AtomicU64::new(0)).collect(),
             };
             if let Some((binder, node)) = self.binding.get() {
                 binder.bind(&chunk.entries, *node);
+                binder.bind(&chunk.keys, *node);
                 binder.bind(&chunk.data, *node);
                 binder.chunk_done();
             }
@@ -236,6 +247,12 @@ impl CacheRegion {
     #[inline]
     pub fn entry(&self, index: u32) -> &Entry {
         &self.chunk(index).entries[index as usize % CHUNK_ENTRIES]
+    }
+
+    /// The key of entry `index`.
+    #[inline]
+    pub fn key(&self, index: u32) -> &AtomicU64 {
+        &self.chunk(index).keys[index as usize % CHUNK_ENTRIES]
     }
 
     #[inline]

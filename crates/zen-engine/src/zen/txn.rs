@@ -338,7 +338,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         let idx = self.allocate_entry(t)?;
         let region = &t.caches[self.id];
         let e = region.entry(idx);
-        e.key.store(h.key, Ordering::Relaxed);
+        region.key(idx).store(h.key, Ordering::Relaxed);
         e.record.store(rid + 1, Ordering::Relaxed);
         e.slot.store(slot, Ordering::Relaxed);
         e.flags.store(FLAG_CLOCK, Ordering::Relaxed);
@@ -629,9 +629,8 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
                 match loc_entry(loc) {
                     Some((w, idx)) if w < t.caches.len() => {
                         let (region, e) = (&t.caches[w], t.caches[w].entry(idx));
-                        // The header's words may straddle two lines.
-                        zen_pmem::cpu::prefetch(&e.key);
-                        zen_pmem::cpu::prefetch(&e.cc[3]);
+                        // The entry's hot words are one line.
+                        zen_pmem::cpu::prefetch(&e.cc[0]);
                         zen_pmem::cpu::prefetch_lines(region.data(idx));
                     }
                     Some(_) => {}
@@ -769,7 +768,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
                 let region = &t.caches[self.id];
                 let e = region.entry(idx);
                 let prev = silo::ABSENT;
-                e.key.store(key, Ordering::Relaxed);
+                region.key(idx).store(key, Ordering::Relaxed);
                 e.record.store(rid + 1, Ordering::Relaxed);
                 e.slot.store(0, Ordering::Relaxed);
                 e.flags.store(FLAG_CLOCK, Ordering::Relaxed);

@@ -26,7 +26,7 @@ pub fn check_invariants<B: PmemBackend>(shared: &Shared<B>) -> Result<()> {
                     let e = t.caches[w].entry(idx);
                     let tid = e.cc[0].load(Ordering::Acquire);
                     if e.record.load(Ordering::Acquire) != rid + 1
-                        || e.key.load(Ordering::Acquire) != key
+                        || t.caches[w].key(idx).load(Ordering::Acquire) != key
                         || tid & silo::OBSOLETE != 0
                     {
                         return Err(Error::Corrupt(format!(

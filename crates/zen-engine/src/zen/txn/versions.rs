@@ -17,7 +17,7 @@ use zen_pmem::PmemBackend;
 use super::{SPIN_LIMIT, ZenWorker, backoff};
 use crate::cc::{Protocol, mvcc, silo};
 use crate::error::{AbortReason, Error, Result};
-use crate::zen::cache::{Entry, FLAG_CLOCK, LOC_EMPTY, loc_cached, loc_entry};
+use crate::zen::cache::{CacheRegion, Entry, FLAG_CLOCK, LOC_EMPTY, loc_cached, loc_entry};
 use crate::zen::table::Table;
 
 impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
@@ -116,7 +116,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         let idx = self.allocate_entry(t)?;
         let region = &t.caches[self.id];
         let e = region.entry(idx);
-        init_entry(e, key, rid, 0, self.txn_ts.unwrap_or(self.begin_ts));
+        init_entry(region, idx, key, rid, 0, self.txn_ts.unwrap_or(self.begin_ts));
         e.cc[0].store(silo::ABSENT, Ordering::Relaxed);
         let mine = loc_cached(self.id, idx);
         let locw = t.records.loc(rid);
@@ -186,7 +186,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     ) {
         let region = &t.caches[self.id];
         let e = region.entry(idx);
-        init_entry(e, key, rid, slot, cts);
+        init_entry(region, idx, key, rid, slot, cts);
         if !deleted {
             region.write_row(idx, row);
             self.s.numa_entry(self.id, self.id, idx, true);
@@ -201,8 +201,9 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     }
 }
 
-fn init_entry(e: &Entry, key: u64, rid: u64, slot: u64, touch: u64) {
-    e.key.store(key, Ordering::Relaxed);
+fn init_entry(region: &CacheRegion, idx: u32, key: u64, rid: u64, slot: u64, touch: u64) {
+    let e = region.entry(idx);
+    region.key(idx).store(key, Ordering::Relaxed);
     e.record.store(rid + 1, Ordering::Relaxed);
     e.slot.store(slot, Ordering::Relaxed);
     e.flags.store(FLAG_CLOCK, Ordering::Relaxed);

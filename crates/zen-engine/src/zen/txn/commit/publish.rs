@@ -176,7 +176,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     fn install_copy(&mut self, t: &Table, rid: u64, key: u64, idx: u32, row: &[u8], v: Version) {
         let region = &t.caches[self.id];
         let e = region.entry(idx);
-        e.key.store(key, Ordering::Relaxed);
+        region.key(idx).store(key, Ordering::Relaxed);
         e.record.store(rid + 1, Ordering::Relaxed);
         e.slot.store(v.slot, Ordering::Relaxed);
         e.flags.store(FLAG_CLOCK, Ordering::Relaxed);

@@ -31,6 +31,18 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// scanned range (all protocols). `logical` is TicToc's commit timestamp.
     pub(super) fn validate(&self, logical: u64) -> Result<()> {
         if P::VALIDATES_READS {
+            // Each check loads the record's location word and the entry's
+            // version word, both usually evicted since the read: start all
+            // the loads first so the misses overlap instead of queueing.
+            for r in &self.reads {
+                let t = &self.tables[r.table as usize];
+                zen_pmem::cpu::prefetch(t.records.loc(r.rid));
+                if let Some((owner, idx)) = loc_entry(r.loc)
+                    && owner < t.caches.len()
+                {
+                    zen_pmem::cpu::prefetch(&t.caches[owner].entry(idx).cc[0]);
+                }
+            }
             for r in &self.reads {
                 if !P::read_still_valid(self, r, logical) {
                     return Err(Error::Abort(AbortReason::ReadValidation));

@@ -117,6 +117,12 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             }
             gc.to_zero.push(g);
         }
+        // The zero stores come at the next fence, to lines long evicted:
+        // start their loads now so the stores do not wait a miss each.
+        let p = self.s.pool.persister(self.thread);
+        for g in &gc.to_zero {
+            p.prefetch(g.slot + 8, 8);
+        }
     }
 
     /// May a tombstone of Tx-CTS `cts` be zeroed (S3)? Not while any

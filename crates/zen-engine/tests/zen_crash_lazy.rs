@@ -342,3 +342,85 @@ fn a_read_only_transaction_is_durable_only_with_the_writers_it_read() {
         engine.into_pool().unwrap().abandon();
     }
 }
+
+/// S4 across holders (issue 14: the rare `crash_multi_worker` zen/hekaton
+/// "acked-lost"): a commit floor that one holder raised (stored and flushed,
+/// not yet fenced by it) must not let another holder zero an LP slot it
+/// covers. Worker `a` commits T0 (account 0, its LP tuple, and receipts 7
+/// and 8) and syncs: T0 is acknowledged. Worker `y` supersedes receipt 7
+/// and, at its next fence, covers that slot of T0: it raises `a`'s floor to
+/// T0's Tx-CTS, and then does nothing more. Worker `x` supersedes account 0,
+/// finds `a`'s floor raised, and zeroes T0's LP slot over its next two
+/// fences. A power failure now must keep T0: receipt 8 (superseded by
+/// nobody) is present. Before the fix `x` trusted the DRAM floor, the LP
+/// zero was durable while the floor store was not, and recovery dropped T0.
+/// Single-threaded, so the schedule is fixed; every protocol.
+fn floor_raised_by_another_holder<P: Protocol>() -> Result<(), String> {
+    let sim = SimBackend::new(POOL_BYTES, PersistenceDomain::Adr);
+    let pool = Pool::format(sim, &PoolOptions { page_size: 64 << 10, features: 0 }).unwrap();
+    let config = EngineConfig { max_workers: 4, ..lazy_config::<P>(None) };
+    let engine = ZenEngine::<SimBackend, P>::create_on(pool, &config).unwrap();
+    let e: &dyn Engine = &engine;
+    let accounts = e.create_table(&accounts()).unwrap();
+    let receipts = e.create_table(&receipts_table()).unwrap();
+    let (mut a, mut x, mut y) = (e.worker().unwrap(), e.worker().unwrap(), e.worker().unwrap());
+    let immediate = TxnOptions { durability: Some(Durability::Immediate), ..Default::default() };
+    a.run(&immediate, |tx| tx.insert(accounts, 0, &row(INITIAL))).unwrap();
+    a.run(&TxnOptions::default(), |tx| {
+        tx.update(accounts, 0, &row(1))?;
+        tx.insert(receipts, 7, &row(7))?;
+        tx.insert(receipts, 8, &row(8))
+    })
+    .unwrap();
+    a.sync().unwrap();
+    y.run(&TxnOptions::default(), |tx| tx.update(receipts, 7, &row(70))).unwrap();
+    y.sync().unwrap();
+    x.run(&TxnOptions::default(), |tx| tx.update(accounts, 0, &row(2))).unwrap();
+    for _ in 0..3 {
+        x.sync().unwrap();
+    }
+    let image = engine.shared().pool.backend().durable_image();
+    let reclaimed = |e: &dyn Engine| e.status().gc_reclaimed_slots;
+    let before = reclaimed(e);
+    // `a` takes back the slots `x` reclaimed for it: T0's LP slot was zeroed.
+    a.sync().unwrap();
+    let freed_by_x = reclaimed(e) - before;
+    drop((a, x, y));
+    engine.into_pool().unwrap().abandon();
+    if freed_by_x == 0 {
+        return Err(format!("{}: x reclaimed nothing, so this checks nothing", P::KIND.name()));
+    }
+    let backend = SimBackend::from_image(image, PersistenceDomain::Adr);
+    let recovered = recover_with::<P>(backend, &lazy_config::<P>(None))?;
+    let state = read_state(&recovered);
+    recovered.into_pool().unwrap().abandon();
+    let want = [((0, 0), 2), ((1, 7), 70), ((1, 8), 8)];
+    for (key, v) in want {
+        if state.get(&key) != Some(&v) {
+            return Err(format!(
+                "{}: after the crash {key:?} is {:?}, not {v} (acknowledged T0 lost: {state:?})",
+                P::KIND.name(),
+                state.get(&key)
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_floor_raised_by_one_holder_is_durable_before_another_zeroes_the_lp_it_covers() {
+    let results = [
+        floor_raised_by_another_holder::<NoWait>(),
+        floor_raised_by_another_holder::<WaitDie>(),
+        floor_raised_by_another_holder::<DlDetect>(),
+        floor_raised_by_another_holder::<Occ>(),
+        floor_raised_by_another_holder::<Silo>(),
+        floor_raised_by_another_holder::<TicToc>(),
+        floor_raised_by_another_holder::<Mvcc>(),
+        floor_raised_by_another_holder::<Hekaton>(),
+        floor_raised_by_another_holder::<Cicada>(),
+        floor_raised_by_another_holder::<HStore>(),
+    ];
+    let failures: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -282,12 +282,13 @@ impl<B: PmemBackend> Shared<B> {
         let mut ready: Vec<Garbage> = Vec::new();
         let mut taken_low = u64::MAX;
         let mut taken_from = vec![u64::MAX; self.regions];
+        let mut flushed = Vec::new();
         for (w, gc) in self.gc.iter().enumerate() {
             let mut gc = gc.lock();
             let durable = self.durable_cts[w].load(Ordering::Acquire);
             while let Some(g) = gc.next_due(durable, watermark) {
                 taken_from[w] = taken_from[w].min(g.cts);
-                self.cover_with_floor(thread, &g);
+                self.cover_with_floor(thread, &g, &mut flushed);
                 ready.push(g);
             }
             // A tombstone goes only when nothing older is pending anywhere,
@@ -301,11 +302,16 @@ impl<B: PmemBackend> Shared<B> {
                     break;
                 }
                 gc.tombstones.pop_front();
-                self.cover_with_floor(thread, &g);
+                self.cover_with_floor(thread, &g, &mut flushed);
                 ready.push(g);
             }
             taken_low = taken_low.min(taken_from[w]);
-            // Already past the queue: floors raised, zero stores issued or not.
+            // Already past the queue: floors raised, zero stores issued or
+            // not. Worker `w` flushed the floors of `to_zero` but may not
+            // have fenced since: covered again on this thread (S4).
+            for g in &gc.to_zero {
+                self.cover_with_floor(thread, g, &mut flushed);
+            }
             ready.append(&mut gc.to_zero);
             ready.append(&mut gc.zero_pending);
         }
@@ -314,6 +320,7 @@ impl<B: PmemBackend> Shared<B> {
         }
         // S4: floors durable before any LP slot reads as empty.
         p.fence();
+        self.floors_fenced(&flushed);
         for g in &ready {
             p.write_u64_atomic(g.slot + 8, 0);
             p.flush(g.slot + 8, 8);

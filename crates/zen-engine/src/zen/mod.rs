@@ -68,8 +68,12 @@ pub struct Shared<B: PmemBackend> {
     /// after its LP store and before its install; a reader that finds the
     /// writer not yet durable flushes this line (`txn/deps.rs`).
     pub unfenced_lp: Box<[CachePadded<AtomicU64>]>,
-    /// Commit floors (DRAM copy of the floor page).
+    /// Commit floors: per worker, the value last stored to its floor word
+    /// (stores serialised by `floor_locks`; flushed, maybe not yet fenced).
     pub floors: Box<[AtomicU64]>,
+    /// Per worker, a floor value known durable: the thread that flushed the
+    /// floor line has fenced since (S4 relies on this one, not on `floors`).
+    pub floors_durable: Box<[AtomicU64]>,
     pub floor_page: u64,
     /// Owner worker of every pool page (a reclaimed slot goes back to its owner).
     pub page_worker: Box<[AtomicU32]>,
@@ -230,6 +234,7 @@ impl<B: PmemBackend> Shared<B> {
             durable_cts: per_worker(0),
             unfenced_lp: per_worker(0),
             floors: (0..regions).map(|_| AtomicU64::new(0)).collect(),
+            floors_durable: (0..regions).map(|_| AtomicU64::new(0)).collect(),
             floor_page,
             catalog_lock: Mutex::new(()),
             recovery,
@@ -366,21 +371,38 @@ impl<B: PmemBackend> Shared<B> {
         table
     }
 
-    /// Durably raise worker `w`'s commit floor to at least `cts` (flushed, not fenced).
+    /// Make worker `w`'s commit floor at least `cts` in the line, and flush
+    /// that line on `thread`: the caller's next fence makes the returned
+    /// floor value (`>= cts`) durable, and the caller then reports it with
+    /// [`Shared::floors_fenced`].
     ///
-    /// Several threads may raise one worker's floor (its own maintenance and
-    /// the holders of its superseded slots, `space.rs`); their stores are
-    /// serialised and each stores the maximum at that time, so the last
-    /// store in the line is never below a value another thread flushed.
-    pub(crate) fn raise_floor(&self, thread: u32, worker: usize, cts: u64) {
-        if self.floors[worker].fetch_max(cts, Ordering::AcqRel) >= cts {
-            return;
-        }
+    /// Several threads may raise one worker's floor (the holders of its
+    /// superseded slots, `space.rs`, and the exclusive stage); their stores
+    /// are serialised, so the value in the line only grows. The flush is
+    /// issued even when another thread stored a high enough value already:
+    /// that thread's flush is durable only at *its* next fence, which may be
+    /// far away, and the caller zeroes slots right after its own (S4). Any
+    /// thread may write back any line, as in `txn/deps.rs`.
+    pub(crate) fn raise_floor(&self, thread: u32, worker: usize, cts: u64) -> u64 {
         let _serial = self.floor_locks[worker].lock();
         let p = self.pool.persister(thread);
         let at = catalog::floor_offset(&self.pool, self.floor_page, worker);
-        p.write_u64_atomic(at, self.floors[worker].load(Ordering::Acquire));
+        let mut stored = self.floors[worker].load(Ordering::Acquire);
+        if stored < cts {
+            p.write_u64_atomic(at, cts);
+            self.floors[worker].store(cts, Ordering::Release);
+            stored = cts;
+        }
         p.flush(at, 8);
+        stored
+    }
+
+    /// `thread` fenced after flushing these (worker, floor) pairs
+    /// ([`Shared::raise_floor`]): they are durable.
+    pub(crate) fn floors_fenced(&self, flushed: &[(usize, u64)]) {
+        for &(w, floor) in flushed {
+            self.floors_durable[w].fetch_max(floor, Ordering::AcqRel);
+        }
     }
 
     /// Allocate a heap page for (table, worker) and write its header (flushed;

@@ -131,6 +131,9 @@ pub struct ZenWorker<'e, B: PmemBackend, P: Protocol> {
     staged: Vec<crate::zen::space::Garbage>,
     /// The worker's garbage pipeline was empty after its last maintenance.
     gc_idle: bool,
+    /// Commit floors (worker, value) this worker flushed since its last
+    /// fence; durable at the next one (S4, `maintain.rs`).
+    floors_flushed: Vec<(usize, u64)>,
     protocol: std::marker::PhantomData<P>,
 }
 
@@ -176,6 +179,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             alpha_limit: u64::MAX,
             staged: Vec::new(),
             gc_idle: false,
+            floors_flushed: Vec::new(),
             protocol: std::marker::PhantomData,
         }
     }

@@ -158,6 +158,7 @@ pub fn recover<B: PmemBackend>(pool: Pool<B>, config: &EngineConfig) -> Result<S
     shared.clock = Clock::resume_above(max_cts.max(ts_commit.iter().copied().max().unwrap_or(0)));
     for (w, &c) in ts_commit.iter().enumerate() {
         shared.floors[w].store(c, Ordering::Relaxed);
+        shared.floors_durable[w].store(c, Ordering::Relaxed);
         shared.durable_cts[w].store(c, Ordering::Relaxed);
     }
     // As `Shared::new` sizes it, from the rows recovered.

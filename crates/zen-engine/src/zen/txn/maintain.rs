@@ -14,8 +14,10 @@
 //!      worker's `durable_cts`) and below the watermark.
 //! (S3) A tombstone leaves `garbage` only when no older non-tombstone item is
 //!      pending here (ahead of it) or at any other worker (`gc_low`).
-//! (S4) An LP slot raises its owner's floor (flushed) one fence before its
-//!      zero store.
+//! (S4) A slot's owner's floor is flushed *by this worker* one fence before
+//!      the slot's zero store, unless a floor that high is known durable
+//!      (`floors_durable`): a floor another holder stored is durable only at
+//!      that holder's next fence, which may come later (issue 14).
 //! (S6) Items are taken from the front of `garbage` only.
 
 use std::sync::atomic::Ordering;
@@ -56,6 +58,11 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             self.s.durable_cts[self.id].store(cts, Ordering::Release);
             self.s.pool.persister(self.thread).marker(Marker::Ack { txn: cts });
         }
+        // S4: the floor lines this worker flushed are durable now.
+        if !self.floors_flushed.is_empty() {
+            self.s.floors_fenced(&self.floors_flushed);
+            self.floors_flushed.clear();
+        }
         self.take_back_freed_slots();
         if self.staged.is_empty() && self.gc_idle {
             return;
@@ -68,7 +75,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         for g in zeroed.drain(..) {
             self.free_reclaimed(&mut gc, g.table, g.slot);
         }
-        // The floors of `to_zero` were raised before this fence (S4).
+        // The floors of `to_zero` were raised and flushed by this worker
+        // before this fence (S4).
         let p = shared.pool.persister(self.thread);
         let mut to_zero = std::mem::take(&mut gc.to_zero);
         for g in to_zero.drain(..) {
@@ -103,7 +111,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 continue;
             }
             if !self.fault(Fault::NoCommitFloor) {
-                self.s.cover_with_floor(self.thread, &g);
+                self.s.cover_with_floor(self.thread, &g, &mut self.floors_flushed);
             }
             gc.to_zero.push(g);
         }
@@ -113,7 +121,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             }
             gc.tombstones.pop_front();
             if !self.fault(Fault::NoCommitFloor) {
-                self.s.cover_with_floor(self.thread, &g);
+                self.s.cover_with_floor(self.thread, &g, &mut self.floors_flushed);
             }
             gc.to_zero.push(g);
         }
@@ -188,16 +196,31 @@ impl<B: PmemBackend> Shared<B> {
         owner
     }
 
-    /// S4: make the floor of `g.slot`'s owner at least `g.version_cts`
-    /// (flushed; the caller fences before the zero store). One load when it
-    /// already is.
-    pub(crate) fn cover_with_floor(&self, thread: u32, g: &Garbage) {
+    /// S4: make the floor of `g.slot`'s owner durably at least
+    /// `g.version_cts` by `thread`'s next fence, before which the caller
+    /// issues no zero store for `g`. One load when a high enough floor is
+    /// durable already, or this thread flushed one since its last fence (in
+    /// `flushed`); else the floor line is raised if needed and flushed on
+    /// `thread` (raised to `max(version_cts, durable_cts[owner])`, so one
+    /// store serves many slots), and `(owner, floor)` joins `flushed`, which
+    /// the caller reports with `floors_fenced` after that fence. A floor
+    /// another holder stored but has not fenced yet does not count: that
+    /// holder may fence much later than this thread zeroes the slot.
+    pub(crate) fn cover_with_floor(
+        &self,
+        thread: u32,
+        g: &Garbage,
+        flushed: &mut Vec<(usize, u64)>,
+    ) {
         let owner = self.slot_owner(g.slot);
-        if self.floors[owner].load(Ordering::Acquire) >= g.version_cts {
+        if self.floors_durable[owner].load(Ordering::Acquire) >= g.version_cts
+            || flushed.iter().any(|&(w, floor)| w == owner && floor >= g.version_cts)
+        {
             return;
         }
         let durable = self.durable_cts[owner].load(Ordering::Acquire);
-        self.raise_floor(thread, owner, g.version_cts.max(durable));
+        let floor = self.raise_floor(thread, owner, g.version_cts.max(durable));
+        flushed.push((owner, floor));
     }
 
     /// The queue of slots freed for `owner` by other workers.

@@ -156,6 +156,15 @@ pub struct EngineArgs {
     /// (default 1GiB); a larger epoch runs as several smaller ones.
     #[arg(long)]
     pub nvcaracal_dram_budget: Option<String>,
+    /// nvcaracal: cached versions, on (default) or off: a DRAM copy of the
+    /// committed rows recent epochs read or updated, within --cache-size
+    /// (or --dram-ratio); off, every read of a committed row goes to NVM.
+    #[arg(long)]
+    pub nvcaracal_cached_versions: Option<String>,
+    /// nvcaracal: evict cached versions not read or updated in the last K
+    /// epochs (default 20).
+    #[arg(long)]
+    pub nvcaracal_cache_epochs: Option<u64>,
 }
 
 /// How the driver runs and reports.

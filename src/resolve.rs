@@ -223,6 +223,14 @@ pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<Eng
             defaults.nvcaracal_split_on_demand,
         )?,
         nvcaracal_dram_budget_bytes,
+        nvcaracal_cached_versions: on_off(
+            "--nvcaracal-cached-versions",
+            &args.nvcaracal_cached_versions,
+            defaults.nvcaracal_cached_versions,
+        )?,
+        nvcaracal_cache_epochs: args
+            .nvcaracal_cache_epochs
+            .unwrap_or(defaults.nvcaracal_cache_epochs),
         // Every command carries every workload's one-shot procedures, so a
         // deterministic engine's pool replays under any of them.
         procedures: zen_workload::oneshot::procedures(),

@@ -195,8 +195,19 @@ fn smallbank_on_nvcaracal_runs_one_shot_epochs_and_its_summary_validates() {
     let out = zen()
         .arg("bench")
         .args(
-            [&args[..], &run, &["--epoch-size", "200", "--nvcaracal-split-on-demand", "off"]]
-                .concat(),
+            [
+                &args[..],
+                &run,
+                &[
+                    "--epoch-size",
+                    "200",
+                    "--nvcaracal-split-on-demand",
+                    "off",
+                    "--nvcaracal-cached-versions",
+                    "off",
+                ],
+            ]
+            .concat(),
         )
         .output()
         .unwrap();
@@ -212,6 +223,9 @@ fn smallbank_on_nvcaracal_runs_one_shot_epochs_and_its_summary_validates() {
     assert_eq!(epochs["epoch_size"], 200);
     assert_eq!(epochs["cc_aborts"], 0);
     assert_eq!(epochs["split_rows"], 0, "split-on-demand is off");
+    assert_eq!(epochs["cache_hits"], 0, "cached versions are off");
+    assert_eq!(epochs["cache_entries_peak"], 0, "cached versions are off");
+    assert!(epochs["cache_misses"].as_u64().unwrap() > 0, "{epochs}");
     assert!(json["summary"]["throughput_tps"].as_f64().unwrap() > 0.0, "{json}");
     assert!(epochs["transient_bytes_peak"].as_u64().unwrap() > 0, "{epochs}");
     // --epoch-size needs a deterministic engine; a bad switch is named.
@@ -220,6 +234,14 @@ fn smallbank_on_nvcaracal_runs_one_shot_epochs_and_its_summary_validates() {
         (
             &["--engine", "nvcaracal", "--nvcaracal-batch-append", "maybe"][..],
             "--nvcaracal-batch-append",
+        ),
+        (
+            &["--engine", "nvcaracal", "--nvcaracal-cached-versions", "yes"][..],
+            "--nvcaracal-cached-versions",
+        ),
+        (
+            &["--engine", "nvcaracal", "--nvcaracal-cache-epochs", "0"][..],
+            "--nvcaracal-cache-epochs",
         ),
     ] {
         let out = zen()
@@ -267,5 +289,6 @@ fn tpcc_on_nvcaracal_runs_one_shot_epochs_with_reconnaissance_and_its_check_pass
     assert_eq!(epochs["failed"], 0, "{epochs}");
     assert_eq!(epochs["resubmitted"], 0, "{epochs}");
     assert!(epochs["recon_us"].as_f64().unwrap() > 0.0, "{epochs}");
+    assert!(epochs["cache_hits"].as_u64().unwrap() > 0, "cached versions are on by default");
     assert!(json["summary"]["throughput_tps"].as_f64().unwrap() > 0.0, "{json}");
 }

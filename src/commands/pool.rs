@@ -147,6 +147,8 @@ fn pool_engine_config(p: &PoolArgs, command: &str) -> CliResult<EngineConfig> {
         nvcaracal_batch_append: None,
         nvcaracal_split_on_demand: None,
         nvcaracal_dram_budget: None,
+        nvcaracal_cached_versions: None,
+        nvcaracal_cache_epochs: None,
     };
     let request =
         EngineRequest { pool: Some(p.pool.clone()), create: false, threads: 1, data_bytes: 0 };

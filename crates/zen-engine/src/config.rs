@@ -394,8 +394,9 @@ pub struct EngineConfig {
     /// 0 = nothing is hot). Acts under eADR with the selective variants.
     pub falcon_hot_tuples: usize,
     /// nvcaracal: bytes of NVM for the input log of one epoch (default
-    /// 16 MiB, rounded up to whole pages). An epoch whose logged inputs are
-    /// larger is refused with `Error::EpochTooLarge`, naming both sizes.
+    /// 16 MiB, rounded up to whole pages). A batch whose logged inputs are
+    /// larger runs as several epochs; a transaction whose inputs alone do
+    /// not fit is refused with `Error::EpochTooLarge`, naming both sizes.
     pub nvcaracal_log_bytes: u64,
     /// nvcaracal: batch append (Caracal's contention optimisation): in the
     /// init phase each thread groups its transactions' pending versions by
@@ -413,6 +414,14 @@ pub struct EngineConfig {
     /// transaction that alone exceeds it is refused with
     /// `Error::EpochOverBudget` (default 1 GiB).
     pub nvcaracal_dram_budget_bytes: u64,
+    /// nvcaracal: cached versions (NVCaracal §4.2): a DRAM copy of committed
+    /// rows read or updated by recent epochs, so later reads of them skip
+    /// NVM; bounded by the DRAM cache budget (`cache_size_bytes` or
+    /// `dram_ratio`), DRAM only (default on, as in the paper).
+    pub nvcaracal_cached_versions: bool,
+    /// nvcaracal: K, cached versions not read or updated in the last K
+    /// epochs are evicted (default 20, the paper's).
+    pub nvcaracal_cache_epochs: u64,
     /// nvcaracal: the stored procedures one-shot transactions name (and
     /// recovery replays); the built-in `apply` is always there.
     #[serde(skip)]
@@ -479,6 +488,8 @@ impl Default for EngineConfig {
             nvcaracal_batch_append: true,
             nvcaracal_split_on_demand: true,
             nvcaracal_dram_budget_bytes: 1 << 30,
+            nvcaracal_cached_versions: true,
+            nvcaracal_cache_epochs: 20,
             procedures: crate::det::Procedures::default(),
             baseline_fault: None,
             race_fault: None,
@@ -668,6 +679,12 @@ impl EngineConfig {
             return bad(format!(
                 "--nvcaracal-dram-budget {} is below 64 KiB",
                 self.nvcaracal_dram_budget_bytes
+            ));
+        }
+        if !(1..=1 << 20).contains(&self.nvcaracal_cache_epochs) {
+            return bad(format!(
+                "--nvcaracal-cache-epochs {} is outside 1..=1048576",
+                self.nvcaracal_cache_epochs
             ));
         }
         if self.group_commit_interval_us > 1_000_000 {

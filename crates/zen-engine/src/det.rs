@@ -166,9 +166,27 @@ pub struct EpochStats {
     /// Rows whose version array was split per thread (split-on-demand).
     pub split_rows: u64,
     /// Epochs the batch ran as (more than 1 when its transient versions
-    /// would exceed `EngineConfig::nvcaracal_dram_budget_bytes`; then
-    /// `epoch` is the last one and the other counts are sums, the peak a max).
+    /// would exceed `EngineConfig::nvcaracal_dram_budget_bytes` or its
+    /// logged inputs the input log; then `epoch` is the last one and the
+    /// other counts are sums, the peaks a max).
     pub parts: u64,
+    /// Of the `parts − 1` cuts, those made because the next transaction's
+    /// inputs would not fit the input log (the others: the DRAM budget).
+    pub log_cuts: u64,
+    /// Committed rows read from the cached versions (DRAM) by the epoch's
+    /// procedures and index upkeep.
+    pub cache_hits: u64,
+    /// Committed rows read from NVM by them (every such read when the
+    /// cached versions are off).
+    pub cache_misses: u64,
+    /// Rows not cached because the cache was at its bound.
+    pub cache_refused: u64,
+    /// Cached versions evicted in the init phase (not used in K epochs).
+    pub cache_evicted: u64,
+    /// Cached versions and their counted DRAM after the epoch (kept across
+    /// epochs, not part of `transient_bytes`).
+    pub cache_entries: u64,
+    pub cache_bytes: u64,
     pub log_us: f64,
     pub init_us: f64,
     pub exec_us: f64,
@@ -188,11 +206,12 @@ pub trait DeterministicEngine: Send + Sync {
     fn procedures(&self) -> &ProcedureSet;
     /// Run `txns` as one epoch in this order (the serial order) on `workers`
     /// threads; returns when the epoch is durable. A batch whose transient
-    /// versions may exceed the engine's DRAM budget runs as several
-    /// consecutive epochs (same serial order, same result). An `Err` means
-    /// nothing of the batch ran (bad input: unknown procedure or table, an
-    /// epoch whose inputs do not fit the input log, a transaction that
-    /// alone exceeds the DRAM budget).
+    /// versions may exceed the engine's DRAM budget, or whose inputs do not
+    /// fit its input log, runs as several consecutive epochs (same serial
+    /// order, same results; each durable in turn). An `Err` means nothing
+    /// of the batch ran (bad input: unknown procedure or table, a
+    /// transaction whose inputs alone do not fit the input log or whose
+    /// versions alone exceed the DRAM budget).
     fn submit_epoch(&self, txns: &[OneShot], workers: usize) -> Result<EpochOutcome>;
     /// The last durable epoch.
     fn durable_epoch(&self) -> u64;

@@ -129,10 +129,13 @@ pub enum Error {
     /// transaction, with a new reconnaissance, in a later epoch.
     #[error("reconnaissance is stale: {detail} (re-submit in a later epoch)")]
     StaleReconnaissance { detail: String },
+    /// A batch larger than the input log runs as several epochs; one
+    /// transaction whose logged inputs alone (with the log's header) do not
+    /// fit is refused before anything of the batch runs.
     #[error(
-        "epoch of {txns} transactions needs {needed_bytes} bytes of input log, the log holds {capacity_bytes} (split the batch or raise --nvcaracal-log-bytes)"
+        "transaction {index} of the epoch alone needs {needed_bytes} bytes of input log, the log holds {capacity_bytes} (raise --nvcaracal-log-bytes)"
     )]
-    EpochTooLarge { txns: usize, needed_bytes: u64, capacity_bytes: u64 },
+    EpochTooLarge { index: usize, needed_bytes: u64, capacity_bytes: u64 },
     #[error(
         "transaction {index} of the epoch alone may need {needed_bytes} bytes of transient versions in DRAM, the budget is {budget_bytes} (raise --nvcaracal-dram-budget)"
     )]

@@ -1,8 +1,10 @@
 //! nvcaracal through its deterministic seam (`zen_engine::det`): the same
 //! seed and inputs give the same state and outputs on 1, 2 and 4 workers,
 //! with no concurrency-control aborts; an undeclared write is a typed error
-//! that leaves the rest of its epoch alone; an epoch too large for the input
-//! log is refused with both sizes; a crash after the inputs are sealed is
+//! that leaves the rest of its epoch alone; a batch too large for the input
+//! log runs as several epochs (a transaction too large alone is refused
+//! with both sizes); cached versions change no result and save NVM reads
+//! (counted exactly); a crash after the inputs are sealed is
 //! recovered by reverting and replaying the epoch; a corrupt input log is a
 //! typed error with the pool file unchanged. (Crash campaigns: the shared
 //! harness, `crates/zen-workload/tests/crash_*.rs`.)
@@ -251,25 +253,203 @@ fn an_undeclared_write_fails_alone_and_leaves_the_epoch_unaffected() {
     engine.close().unwrap();
 }
 
+/// A batch whose inputs exceed the input log runs as consecutive epochs
+/// in the same serial order (same outputs and state as in one epoch, cuts
+/// counted); a transaction whose inputs alone do not fit is refused with
+/// the numbers before anything of its batch runs.
 #[test]
-fn an_epoch_larger_than_the_input_log_is_refused_with_the_numbers() {
+fn an_epoch_larger_than_the_input_log_is_split_and_one_transaction_too_large_refused() {
+    // The transfers' inputs padded to 512 bytes: 560 logged bytes each, so
+    // a one-page (64 KiB) log holds 116 of them, a 1 MiB log all 400.
+    let padded = |t: OneShot| OneShot { input: [t.input, vec![0; 488]].concat(), ..t };
+    let run = |log_bytes: u64, workers: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        let config = EngineConfig { nvcaracal_log_bytes: log_bytes, ..cfg(dir.path()) };
+        let engine = zen_engine::open(&config).unwrap();
+        engine.create_table(&accounts()).unwrap();
+        let det = engine.deterministic().unwrap();
+        det.submit_epoch(&(0..12).map(|k| set(k, 100)).collect::<Vec<_>>(), 1).unwrap();
+        let mut rng = SmallRng::seed_from_u64(7);
+        let batch: Vec<OneShot> = (0..400)
+            .map(|_| {
+                let from = rng.random_range(0..12);
+                padded(transfer(
+                    from,
+                    (from + rng.random_range(1..12)) % 12,
+                    rng.random_range(1..80),
+                ))
+            })
+            .collect();
+        let out = det.submit_epoch(&batch, workers).unwrap();
+        let outputs: Vec<String> = out.results.iter().map(|r| format!("{r:?}")).collect();
+        assert_eq!(det.durable_epoch(), 1 + out.stats.parts);
+        engine.check_invariants().unwrap();
+        let state = dump(engine.as_ref(), T);
+        engine.close().unwrap();
+        (outputs, state, out.stats)
+    };
+    let (outputs, state, whole) = run(1 << 20, 2);
+    assert_eq!((whole.parts, whole.log_cuts), (1, 0));
+    for workers in [1, 2] {
+        let (o, s, split) = run(4 << 10, workers);
+        assert_eq!((split.parts, split.log_cuts), (4, 3), "400 / 116 per epoch: 4 epochs");
+        assert_eq!(split.txns, 400);
+        assert_eq!(o, outputs, "{workers} workers: split epochs, other outputs");
+        assert_eq!(s, state, "{workers} workers: split epochs, another state");
+    }
+
     let dir = tempfile::tempdir().unwrap();
-    let engine = zen_engine::open(&cfg(dir.path())).unwrap();
+    let config = EngineConfig { nvcaracal_log_bytes: 4 << 10, ..cfg(dir.path()) };
+    let engine = zen_engine::open(&config).unwrap();
     engine.create_table(&accounts()).unwrap();
     let det = engine.deterministic().unwrap();
-    let big: Vec<OneShot> = (0..2000)
-        .map(|k| OneShot { proc: ProcId(1), input: vec![0; 1024], writes: vec![(T, k)] })
-        .collect();
-    match det.submit_epoch(&big, 1) {
-        Err(Error::EpochTooLarge { txns, needed_bytes, capacity_bytes }) => {
-            assert_eq!(txns, 2000);
-            assert!(needed_bytes > capacity_bytes && capacity_bytes == 1 << 20);
+    let huge = OneShot { proc: ProcId(1), input: vec![0; 70 << 10], writes: vec![(T, 3)] };
+    match det.submit_epoch(&[set(1, 1), set(2, 2), huge], 1) {
+        Err(Error::EpochTooLarge { index, needed_bytes, capacity_bytes }) => {
+            assert_eq!((index, capacity_bytes), (2, 64 << 10));
+            assert_eq!(needed_bytes, 64 + 16 + 16 + (70 << 10));
         }
         other => panic!("expected EpochTooLarge, got {other:?}"),
     }
-    assert_eq!(det.durable_epoch(), 0);
+    assert_eq!(det.durable_epoch(), 0, "nothing of the batch ran");
     assert!(dump(engine.as_ref(), T).is_empty());
     engine.close().unwrap();
+}
+
+/// The cached versions (NVCaracal §4.2) change no result: the same outputs
+/// and state with them on and off, on 1 and 2 workers.
+#[test]
+fn cached_versions_change_no_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = run_seeded_with(dir.path(), 1, 42, |c| c.nvcaracal_cached_versions = false);
+    for (cached, workers) in [(true, 1), (true, 2), (false, 2)] {
+        let dir = tempfile::tempdir().unwrap();
+        let r = run_seeded_with(dir.path(), workers, 42, |c| c.nvcaracal_cached_versions = cached);
+        let what = format!("cached versions {cached}, {workers} workers");
+        assert_eq!(r.state, reference.state, "{what}");
+        assert_eq!(r.outputs, reference.outputs, "{what}");
+        assert_eq!(r.cc_aborts, 0, "{what}");
+    }
+}
+
+/// What the cached versions read, fill, replace, drop and evict, counted
+/// exactly (one worker): reads of rows an epoch does not write, rows it
+/// updates and deletes, eviction after K epochs without a use, and the
+/// bound. The invariants (N5: every entry is its committed row) hold after
+/// every epoch; a reopened engine starts with none.
+#[test]
+fn cached_versions_save_nvm_reads_follow_updates_and_deletes_and_are_evicted() {
+    let mut p = procedures();
+    // read(keys…): the sum of the balances (absent rows count 0); writes nothing.
+    p.register("read", |tx, input| {
+        let mut buf = vec![0u8; ROW];
+        let mut sum = 0i64;
+        for i in 0..input.len() / 8 {
+            if tx.get(T, word(input, i), &mut buf)? {
+                sum += value(&buf);
+            }
+        }
+        Ok(sum.to_le_bytes().to_vec())
+    })
+    .unwrap();
+    p.register("delete", |tx, input| tx.delete(T, word(input, 0)).map(|()| Vec::new())).unwrap();
+    let (read_id, delete_id) = (p.id("read").unwrap(), p.id("delete").unwrap());
+    let read = |keys: &[u64]| OneShot { proc: read_id, input: words(keys), writes: vec![] };
+    let delete = |k: u64| OneShot { proc: delete_id, input: words(&[k]), writes: vec![(T, k)] };
+    let procs = Procedures::new(p);
+    let dir = tempfile::tempdir().unwrap();
+    let c =
+        EngineConfig { procedures: procs.clone(), nvcaracal_cache_epochs: 3, ..cfg(dir.path()) };
+    let engine = NvcaracalEngine::<FsBackend>::create(&c).unwrap();
+    use zen_engine::DeterministicEngine;
+    engine.create_table(&accounts()).unwrap();
+    let row_bytes = ROW as u64;
+    // One epoch on one worker: (outputs as sums, NVM bytes read, stats).
+    let epoch = |txns: Vec<OneShot>| {
+        let before = engine.pmem_counters().bytes_read;
+        let out = engine.submit_epoch(&txns, 1).unwrap();
+        let bytes = engine.pmem_counters().bytes_read - before;
+        engine.check_invariants().unwrap();
+        let sums: Vec<i64> = out
+            .results
+            .iter()
+            .map(|r| {
+                r.as_ref().map_or(i64::MIN, |v| if v.len() == 8 { word(v, 0) as i64 } else { 0 })
+            })
+            .collect();
+        (sums, bytes, out.stats)
+    };
+    let all: Vec<u64> = (0..8).collect();
+    // Epoch 1: inserts, nothing read or cached.
+    let (_, read1, s) = epoch((0..8).map(|k| set(k, 10 * k as i64)).collect());
+    assert_eq!((read1, s.cache_entries), (0, 0));
+    // Epoch 2: each row read twice; the first read of each fills the cache.
+    let (sums, bytes, s) = epoch(vec![read(&all), read(&all)]);
+    assert_eq!(sums, vec![280, 280]);
+    assert_eq!((bytes, s.cache_misses, s.cache_hits, s.cache_entries), (8 * row_bytes, 8, 8, 8));
+    assert_eq!(
+        s.cache_bytes,
+        8 * (row_bytes + zen_engine::baseline::nvcaracal::CACHE_ENTRY_OVERHEAD)
+    );
+    // Epoch 3: read again, all from DRAM.
+    let (sums, bytes, s) = epoch(vec![read(&all)]);
+    assert_eq!((sums[0], bytes, s.cache_hits, s.cache_misses), (280, 0, 8, 0));
+    // Epoch 4: transfers read their committed rows from the cache; the
+    // final versions replace the entries; key 2 is deleted (entry dropped).
+    // (1 → 0: 10 − 5, 0 + 5; 3 → 1: 30 − 7, 5 + 7 read from txn 0's version.)
+    let (_, bytes, s) = epoch(vec![transfer(1, 0, 5), transfer(3, 1, 7), delete(2)]);
+    assert_eq!((bytes, s.cache_misses, s.cache_hits, s.cache_entries), (0, 0, 3, 7));
+    assert_eq!(s.failed, 0);
+    // Epoch 5: the new balances, key 2 absent, nothing from NVM.
+    let (sums, bytes, _) = epoch(vec![read(&[0, 1, 2, 3])]);
+    assert_eq!((sums[0], bytes), (5 + 12 + 23, 0));
+    // Epochs 6–9 read keys 0 and 1 only. K = 3: epoch e's init evicts what
+    // epochs e − 3 … e − 1 did not use: keys 4..8 (last read in epoch 3)
+    // at epoch 7, key 3 (last read in epoch 5) at epoch 9.
+    let mut evicted = Vec::new();
+    for _ in 6..=9 {
+        let (_, bytes, s) = epoch(vec![read(&[0, 1])]);
+        assert_eq!(bytes, 0);
+        evicted.push(s.cache_evicted);
+    }
+    assert_eq!(evicted, vec![0, 4, 0, 1]);
+    assert_eq!(engine.cache_counters().entries, 2);
+    // Evicted rows are read from NVM again (and cached again).
+    let (sums, bytes, s) = epoch(vec![read(&[3, 4, 5, 6, 7])]);
+    assert_eq!(sums[0], 23 + 40 + 50 + 60 + 70);
+    assert_eq!((bytes, s.cache_misses, s.cache_entries), (5 * row_bytes, 5, 7));
+    let counters = engine.cache_counters();
+    assert_eq!((counters.evicted, counters.refused), (5, 0));
+
+    // Recovery starts with no cached version.
+    engine.into_pool().unwrap().close().unwrap();
+    let reopened =
+        NvcaracalEngine::<FsBackend>::open(&EngineConfig { create: false, ..c.clone() }).unwrap();
+    assert_eq!(
+        reopened.cache_counters(),
+        zen_engine::baseline::nvcaracal::CacheCounters::default()
+    );
+    let out = reopened.submit_epoch(&[read(&[0, 1])], 1).unwrap();
+    assert_eq!((out.stats.cache_misses, out.stats.cache_entries), (2, 2));
+    reopened.check_invariants().unwrap();
+    reopened.into_pool().unwrap().close().unwrap();
+
+    // The bound: a 64 KiB cache takes as many rows as fit, refuses the rest.
+    let dir = tempfile::tempdir().unwrap();
+    let small = EngineConfig { procedures: procs, cache_size_bytes: 64 << 10, ..cfg(dir.path()) };
+    let engine = NvcaracalEngine::<FsBackend>::create(&small).unwrap();
+    engine.create_table(&accounts()).unwrap();
+    engine.submit_epoch(&(0..1500).map(|k| set(k, 1)).collect::<Vec<_>>(), 1).unwrap();
+    let keys: Vec<u64> = (0..1500).collect();
+    let out = engine.submit_epoch(&[read(&keys)], 1).unwrap();
+    let cost = row_bytes + zen_engine::baseline::nvcaracal::CACHE_ENTRY_OVERHEAD;
+    let fit = (64 << 10) / cost;
+    assert!(fit < 1500, "{fit}");
+    assert_eq!(out.results[0].as_ref().unwrap(), &1500i64.to_le_bytes().to_vec());
+    assert_eq!((out.stats.cache_entries, out.stats.cache_refused), (fit, 1500 - fit));
+    assert_eq!(out.stats.cache_bytes, fit * cost);
+    engine.check_invariants().unwrap();
+    engine.into_pool().unwrap().close().unwrap();
 }
 
 /// Load and run a contended epoch; returns the engine's state.
@@ -433,6 +613,17 @@ fn secondary_indexes_follow_the_epochs_and_are_rebuilt_by_recovery() {
 /// once, for the upkeep. Lookups, the invariants (N4) and a recovery agree.
 #[test]
 fn secondary_index_upkeep_reads_the_old_row_only_when_the_epoch_did_not() {
+    // Cached versions off: every committed-row read goes to NVM.
+    upkeep_reads(false, [8, 4, 2]);
+    // On: the bump epoch's reads fill the cache and its final versions
+    // replace the entries, so the later epochs (their procedures' reads and
+    // the blind writes' upkeep) read nothing from NVM.
+    upkeep_reads(true, [8, 0, 0]);
+}
+
+/// The upkeep scenario with the cached versions `cached`; `rows`: the
+/// rows read from NVM by the bump, move and blind-write epochs.
+fn upkeep_reads(cached: bool, rows: [u64; 3]) {
     let owner_row = |owner: u64, balance: i64| words(&[owner, balance as u64]);
     let mut p = ProcedureSet::new();
     // bump(k): balance + 1; move(k, owner): read, new owner; put(k, owner): blind.
@@ -464,7 +655,11 @@ fn secondary_index_upkeep_reads_the_old_row_only_when_the_epoch_did_not() {
         writes: vec![(T, k)],
     };
     let dir = tempfile::tempdir().unwrap();
-    let c = EngineConfig { procedures: Procedures::new(p), ..cfg(dir.path()) };
+    let c = EngineConfig {
+        procedures: Procedures::new(p),
+        nvcaracal_cached_versions: cached,
+        ..cfg(dir.path())
+    };
     let engine = zen_engine::open(&c).unwrap();
     assert_eq!(engine.create_table(&owners()).unwrap(), T);
     let row_bytes = owners().row_size() as u64;
@@ -487,11 +682,11 @@ fn secondary_index_upkeep_reads_the_old_row_only_when_the_epoch_did_not() {
     // Inserts read nothing.
     assert_eq!(epoch((0..8).map(|k| one(put, k, k % 2)).collect()), 0);
     // Read-modify-write, owner kept: one read per row (the procedure's).
-    assert_eq!(epoch((0..8).map(|k| one(bump, k, 0)).collect()), 8 * row_bytes);
+    assert_eq!(epoch((0..8).map(|k| one(bump, k, 0)).collect()), rows[0] * row_bytes);
     // Read-modify-write, owner changed: still one read per row.
-    assert_eq!(epoch((0..4).map(|k| one(mv, k, 5)).collect()), 4 * row_bytes);
+    assert_eq!(epoch((0..4).map(|k| one(mv, k, 5)).collect()), rows[1] * row_bytes);
     // Blind writes, owner changed: the upkeep reads each old row once.
-    assert_eq!(epoch((4..6).map(|k| one(put, k, 7)).collect()), 2 * row_bytes);
+    assert_eq!(epoch((4..6).map(|k| one(put, k, 7)).collect()), rows[2] * row_bytes);
     assert_eq!(lookup(engine.as_ref(), 5), vec![0, 1, 2, 3]);
     assert_eq!(lookup(engine.as_ref(), 7), vec![4, 5]);
     assert_eq!(lookup(engine.as_ref(), 0), vec![6]);

@@ -361,7 +361,7 @@ impl Report {
         let Some(e) = &self.epochs else { return };
         let _ = writeln!(
             out,
-            "epochs            {} of {} one-shot txns · {} cc aborts · {} waits · {} failed · {} re-submitted (stale reconnaissance) · {} split for the DRAM budget",
+            "epochs            {} of {} one-shot txns · {} cc aborts · {} waits · {} failed · {} re-submitted (stale reconnaissance) · {} split (DRAM budget or input log)",
             group(e.epochs),
             group(e.epoch_size as u64),
             group(e.cc_aborts),
@@ -383,6 +383,26 @@ impl Report {
             group(e.versions),
             group(e.split_rows)
         );
+        let looked = (e.cache_hits + e.cache_misses).max(1) as f64;
+        let _ = writeln!(
+            out,
+            "epoch cache       {} hits · {} NVM reads of committed rows ({:.1} % hits) · {} not cached (bound) · {} evicted · peak {} entries, {} bytes · {:.0} NVM bytes read per commit",
+            group(e.cache_hits),
+            group(e.cache_misses),
+            100.0 * e.cache_hits as f64 / looked,
+            group(e.cache_refused),
+            group(e.cache_evicted),
+            group(e.cache_entries_peak),
+            group(e.cache_bytes_peak),
+            e.nvm_bytes_read_per_commit
+        );
+        if e.log_cuts > 0 {
+            let _ = writeln!(
+                out,
+                "epoch splits      {} cuts made because the input log could not hold the rest of a batch",
+                group(e.log_cuts)
+            );
+        }
     }
 
     fn render_checkpoints(&self, out: &mut String) {

@@ -19,7 +19,8 @@
 //!             written to the log pages, flushed, ONE fence; then the seal
 //!             word = e, persisted (the inputs are durable before anything
 //!             of the epoch runs)
-//!   init      N threads (txn i on thread i mod N): for every declared
+//!   init      cached versions unused in K epochs evicted; then
+//!             N threads (txn i on thread i mod N): for every declared
 //!             write a pending version in the row's version array, sorted
 //!             by serial id (created with the row's committed state as its
 //!             base); batch append and split-on-demand as configured
@@ -34,8 +35,9 @@
 //!   persist   per row written, its final version only, into the older of
 //!             the slot's two versions (epoch word e); each thread fences
 //!   mark      the durable epoch word = e, persisted; then the index is
-//!             updated, deleted slots return to the free list, the version
-//!             arrays are dropped, and the results are returned
+//!             updated, deleted slots return to the free list, the cached
+//!             versions take the updated rows (and drop deleted ones), the
+//!             version arrays are dropped, and the results are returned
 //! ```
 //! RECOVERY (`nvcaracal/recovery.rs`): E = durable epoch, S = seal. The
 //! log is validated first when S = E + 1 (a corrupt one is a typed error
@@ -50,8 +52,11 @@
 //! workloads and the crash harness drive the same log/persist/mark path;
 //! the batch path is `DeterministicEngine::submit_epoch`.
 //!
-//! WHAT IT DOES NOT DO (`docs/design/nvcaracal.md`): no DRAM cache of
-//! committed rows (reads of rows not written in the epoch go to NVM), no
+//! A read of a committed row (not written earlier in the epoch) takes its
+//! cached version (NVCaracal §4.2; `nvcaracal/cache.rs`) or reads NVM and
+//! caches it.
+//!
+//! WHAT IT DOES NOT DO (`docs/design/nvcaracal.md`): no
 //! out-of-row value pool (every version is inline in its slot, whatever
 //! the row size). Secondary indexes are DRAM only and describe the last
 //! durable epoch: procedures cannot use them inside an epoch; a workload
@@ -59,13 +64,15 @@
 //! (`zen_workload::oneshot::tpcc`).
 //!
 //! A batch whose transient versions may exceed the DRAM budget
-//! (`EngineConfig::nvcaracal_dram_budget_bytes`) runs as consecutive
-//! epochs (`run_locked`).
+//! (`EngineConfig::nvcaracal_dram_budget_bytes`), or whose inputs do not
+//! fit the input log, runs as consecutive epochs (`run_locked`).
 
+mod cache;
 pub mod layout;
 mod recovery;
 mod versions;
 
+pub use cache::{CacheCounters, ENTRY_OVERHEAD as CACHE_ENTRY_OVERHEAD};
 pub use versions::SPLIT_THRESHOLD;
 
 use std::collections::BTreeMap;
@@ -178,6 +185,8 @@ pub struct NvcaracalEngine<B: PmemBackend> {
     workers_in_use: Mutex<Vec<bool>>,
     recovery: Option<RecoveryReport>,
     fault: Option<BaselineFault>,
+    /// Cached versions of committed rows (DRAM only; `nvcaracal/cache.rs`).
+    cache: cache::RowCache,
 }
 
 /// A transaction of the epoch, validated.
@@ -274,6 +283,11 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             workers_in_use: Mutex::new(vec![false; config.max_workers]),
             recovery,
             fault: config.baseline_fault,
+            cache: cache::RowCache::new(
+                config.nvcaracal_cached_versions,
+                config.nvcaracal_cache_epochs,
+                super::occ::dram_budget_bytes(config, None),
+            ),
         }
     }
 
@@ -300,6 +314,11 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
     /// The meta page (durable epoch, log seal, log page ids).
     pub fn meta_page(&self) -> u64 {
         self.meta_page
+    }
+
+    /// The cached versions' counters (cumulative since open).
+    pub fn cache_counters(&self) -> CacheCounters {
+        self.cache.counters()
     }
 
     /// The input log's pages, in log order.
@@ -360,17 +379,44 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         self.pool.persister(thread).read(at, out);
     }
 
-    /// The row `r` of `t` (a version this epoch did not overwrite) in `buf`.
+    /// The committed row `r` of `key` in `t` (a version this epoch did not
+    /// overwrite) in `buf`: its cached version when there (`epoch` notes
+    /// the use), else read from NVM; `.1`: whether it was cached.
     fn committed_row<'b>(
         &self,
         thread: u32,
         t: &Table,
+        key: u64,
         r: RowRef,
+        epoch: u64,
         buf: &'b mut Vec<u8>,
-    ) -> &'b [u8] {
+    ) -> (&'b [u8], bool) {
         buf.resize(t.row, 0);
-        self.read_row(thread, t, r, buf);
-        buf
+        let hit = self.cache.get((t.id, key), epoch, buf);
+        if !hit {
+            self.read_row(thread, t, r, buf);
+        }
+        (buf, hit)
+    }
+
+    /// The committed row `r` of `key` in `t` into `out`, from the cached
+    /// versions when there, else from NVM (and then cached); whether it
+    /// was cached. The caller counts it.
+    fn read_committed(
+        &self,
+        thread: u32,
+        t: &Table,
+        key: u64,
+        r: RowRef,
+        epoch: u64,
+        out: &mut [u8],
+    ) -> bool {
+        if self.cache.get((t.id, key), epoch, out) {
+            return true;
+        }
+        self.read_row(thread, t, r, out);
+        self.cache.fill((t.id, key), epoch, out);
+        false
     }
 
     /// A free slot of `t` and the version to write first (its older one).
@@ -422,11 +468,12 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         );
         let needed = layout::LOG_HEADER + payload.len() as u64;
         if needed > self.log_capacity() {
-            return Err(Error::EpochTooLarge {
-                txns: txns.len(),
-                needed_bytes: needed,
-                capacity_bytes: self.log_capacity(),
-            });
+            // `run_locked` cut the batch to fit; a logged epoch fitted.
+            return Err(Error::Corrupt(format!(
+                "an epoch of {} transactions needs {needed} bytes of input log, over its {}",
+                txns.len(),
+                self.log_capacity()
+            )));
         }
         Ok((out, payload))
     }
@@ -496,6 +543,8 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         // thread at once (`nvcaracal/versions.rs`).
         let started = Instant::now();
         self.note(lead, EpochPhase::Init);
+        let cache_before = self.cache.counters();
+        self.cache.evict(epoch);
         let tables: Vec<Arc<Table>> = self.tables.read().clone();
         let building = versions::Building::new(versions::Options {
             batch_append: self.config.nvcaracal_batch_append,
@@ -524,6 +573,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         self.note(lead, EpochPhase::Exec);
         let ctx = EpochCtx {
             engine: self,
+            epoch,
             tables: &tables,
             rows: &rows,
             prepared: &prepared,
@@ -597,6 +647,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         }
         stats.rows_persisted = all.len() as u64;
         let mut old_row = Vec::new();
+        let (mut hits, mut misses) = (0, 0);
         for c in all {
             match c {
                 Change::Put { table, key, row, old, bytes, old_bytes } => {
@@ -607,7 +658,12 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
                         // alone.
                         let old = match (old, old_bytes) {
                             (Some(_), Some(cached)) => Some(cached),
-                            (Some(o), None) => Some(self.committed_row(lead, tb, o, &mut old_row)),
+                            (Some(o), None) => {
+                                let (bytes, hit) =
+                                    self.committed_row(lead, tb, key, o, epoch, &mut old_row);
+                                *if hit { &mut hits } else { &mut misses } += 1;
+                                Some(bytes)
+                            }
                             (None, _) => None,
                         };
                         maintain_secondary(&tb.secondary, key, old, Some(new));
@@ -619,7 +675,12 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
                     if !tb.secondary.is_empty() {
                         let old = match old_bytes {
                             Some(cached) => cached,
-                            None => self.committed_row(lead, tb, old, &mut old_row),
+                            None => {
+                                let (bytes, hit) =
+                                    self.committed_row(lead, tb, key, old, epoch, &mut old_row);
+                                *if hit { &mut hits } else { &mut misses } += 1;
+                                bytes
+                            }
                         };
                         maintain_secondary(&tb.secondary, key, Some(old), None);
                     }
@@ -628,6 +689,18 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
                 }
             }
         }
+        self.cache.count(hits, misses);
+        // The cached versions follow the committed rows.
+        if self.cache.is_on() {
+            self.commit_cache(&rows, epoch, n);
+        }
+        let after = self.cache.counters();
+        stats.cache_hits = after.hits - cache_before.hits;
+        stats.cache_misses = after.misses - cache_before.misses;
+        stats.cache_refused = after.refused - cache_before.refused;
+        stats.cache_evicted = after.evicted - cache_before.evicted;
+        stats.cache_entries = after.entries;
+        stats.cache_bytes = after.bytes;
         self.durable.store(epoch, Ordering::Release);
         if log {
             self.pool.persister(lead).marker(Marker::Ack { txn: epoch });
@@ -635,6 +708,34 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         stats.persist_us = started.elapsed().as_secs_f64() * 1e6;
         drop(rows);
         Ok(EpochOutcome { results, stats })
+    }
+
+    /// After the mark: the cached versions take the final versions of the
+    /// rows the epoch updated and drop the rows it deleted (inserted rows
+    /// are not cached until read), on `n` threads, thread w committing the
+    /// shards w, w + n, … (the epoch's row shards are the cache's).
+    fn commit_cache(&self, rows: &Epoch, epoch: u64, n: usize) {
+        let shard = |s: usize| {
+            let changes = rows.shard_rows(s).iter().filter_map(|r| {
+                let value =
+                    r.last_written()?.value.get().expect("a written version holds its value");
+                match (r.base, value) {
+                    (None, _) => None,
+                    (Some(_), v) => Some(((r.table, r.key), v.as_deref())),
+                }
+            });
+            self.cache.commit(s, epoch, changes);
+        };
+        if n == 1 {
+            (0..versions::SHARDS).for_each(shard);
+        } else {
+            std::thread::scope(|scope| {
+                for w in 0..n {
+                    let shard = &shard;
+                    scope.spawn(move || (w..versions::SHARDS).step_by(n).for_each(shard));
+                }
+            });
+        }
     }
 
     /// Persist the final versions of rows `w, w + n, …`; one fence.
@@ -698,11 +799,12 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
     }
 
     /// Run `txns` as one epoch, or as consecutive epochs when the bound of
-    /// their transient versions exceeds the DRAM budget (the serial order
-    /// is kept, so the final state is the same). Every part is validated
-    /// before the first runs. The caller holds `seq`.
+    /// their transient versions exceeds the DRAM budget or their inputs the
+    /// input log (the serial order is kept, so results and the final state
+    /// are the same). Every part is validated before the first runs. The
+    /// caller holds `seq`.
     fn run_locked(&self, txns: &[OneShot], threads: &[u32]) -> Result<EpochOutcome> {
-        let parts = self.budget_parts(txns)?;
+        let (parts, log_cuts) = self.parts(txns)?;
         if let [_] = parts.as_slice() {
             let epoch = self.durable.load(Ordering::Acquire) + 1;
             return self.run_epoch(epoch, txns, threads, true);
@@ -710,8 +812,10 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         for part in &parts {
             self.prepare(&txns[part.clone()])?;
         }
-        let mut merged =
-            EpochOutcome { results: Vec::with_capacity(txns.len()), stats: EpochStats::default() };
+        let mut merged = EpochOutcome {
+            results: Vec::with_capacity(txns.len()),
+            stats: EpochStats { log_cuts, ..EpochStats::default() },
+        };
         for part in parts {
             let epoch = self.durable.load(Ordering::Acquire) + 1;
             let out = self.run_epoch(epoch, &txns[part], threads, true)?;
@@ -728,6 +832,12 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             m.rows_persisted += s.rows_persisted;
             m.log_bytes += s.log_bytes;
             m.transient_bytes = m.transient_bytes.max(s.transient_bytes);
+            m.cache_hits += s.cache_hits;
+            m.cache_misses += s.cache_misses;
+            m.cache_refused += s.cache_refused;
+            m.cache_evicted += s.cache_evicted;
+            m.cache_entries = s.cache_entries;
+            m.cache_bytes = s.cache_bytes;
             m.log_us += s.log_us;
             m.init_us += s.init_us;
             m.exec_us += s.exec_us;
@@ -738,13 +848,25 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
 
     /// Consecutive ranges of `txns` whose transient-version bound
     /// (`versions::bound_per_write` per declared write) fits the DRAM
-    /// budget; a transaction that alone does not fit is refused.
-    fn budget_parts(&self, txns: &[OneShot]) -> Result<Vec<std::ops::Range<usize>>> {
+    /// budget and whose logged inputs fit the input log, cut greedily; and
+    /// how many cuts the log made. A transaction that alone does not fit
+    /// one or the other is refused.
+    fn parts(&self, txns: &[OneShot]) -> Result<(Vec<std::ops::Range<usize>>, u64)> {
         let budget = self.config.nvcaracal_dram_budget_bytes;
+        let log = self.log_capacity() - layout::LOG_HEADER;
         let tables = self.tables.read();
         let row = |t: TableId| tables.get(t.0 as usize).map_or(0, |t| t.row);
-        let (mut parts, mut start, mut sum) = (Vec::new(), 0, 0u64);
+        let (mut parts, mut start, mut log_cuts) = (Vec::new(), 0, 0);
+        let (mut dram, mut logged) = (0u64, 0u64);
         for (index, t) in txns.iter().enumerate() {
+            let entry = layout::entry_bytes(t.writes.len(), t.input.len());
+            if entry > log {
+                return Err(Error::EpochTooLarge {
+                    index,
+                    needed_bytes: layout::LOG_HEADER + entry,
+                    capacity_bytes: self.log_capacity(),
+                });
+            }
             let needed: u64 = t.writes.iter().map(|w| versions::bound_per_write(row(w.0))).sum();
             if needed > budget {
                 return Err(Error::EpochOverBudget {
@@ -753,20 +875,24 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
                     budget_bytes: budget,
                 });
             }
-            if sum + needed > budget {
+            let over_log = logged + entry > log;
+            if over_log || dram + needed > budget {
                 parts.push(start..index);
-                (start, sum) = (index, 0);
+                log_cuts += u64::from(over_log);
+                (start, dram, logged) = (index, 0, 0);
             }
-            sum += needed;
+            dram += needed;
+            logged += entry;
         }
         parts.push(start..txns.len());
-        Ok(parts)
+        Ok((parts, log_cuts))
     }
 }
 
 /// Shared state of an epoch's execution phase.
 struct EpochCtx<'a, B: PmemBackend> {
     engine: &'a NvcaracalEngine<B>,
+    epoch: u64,
     tables: &'a [Arc<Table>],
     rows: &'a Epoch,
     prepared: &'a [Prepared<'a>],
@@ -777,7 +903,15 @@ impl<B: PmemBackend> EpochCtx<'_, B> {
     /// Run transaction `sid`, publish its versions; (result, waits).
     fn execute(&self, sid: usize, thread: u32) -> (Result<Vec<u8>>, u64) {
         let t = &self.prepared[sid];
-        let mut tx = ExecTx { ctx: self, sid: sid as u32, thread, buffer: Vec::new(), waits: 0 };
+        let mut tx = ExecTx {
+            ctx: self,
+            sid: sid as u32,
+            thread,
+            buffer: Vec::new(),
+            waits: 0,
+            hits: 0,
+            misses: 0,
+        };
         let result = if t.proc == ProcId::APPLY {
             apply(&mut tx, t.input).map(|()| Vec::new())
         } else {
@@ -787,6 +921,7 @@ impl<B: PmemBackend> EpochCtx<'_, B> {
             }
         };
         let ok = result.is_ok();
+        self.engine.cache.count(tx.hits, tx.misses);
         let mut buffer = std::mem::take(&mut tx.buffer);
         for &key in &t.writes {
             let version = self
@@ -818,9 +953,22 @@ struct ExecTx<'a, 'c, B: PmemBackend> {
     thread: u32,
     buffer: Vec<layout::RowWrite>,
     waits: u64,
+    /// Committed rows read from the cached versions, and from NVM.
+    hits: u64,
+    misses: u64,
 }
 
 impl<B: PmemBackend> ExecTx<'_, '_, B> {
+    /// The committed row `r` of `key` into `out` (cached or NVM), counted.
+    fn committed(&mut self, t: &Table, key: u64, r: RowRef, out: &mut [u8]) {
+        let e = self.ctx.engine;
+        if e.read_committed(self.thread, t, key, r, self.ctx.epoch, out) {
+            self.hits += 1;
+        } else {
+            self.misses += 1;
+        }
+    }
+
     fn declared(&self, table: u32, key: u64) -> Result<()> {
         let t = &self.ctx.prepared[self.sid as usize];
         if t.writes.contains(&(table, key)) {
@@ -877,7 +1025,15 @@ impl<B: PmemBackend> OneShotTx for ExecTx<'_, '_, B> {
                 }
                 None => (row.base, Some(row)),
             },
-            None => (t.index.read().get(&key).copied(), None),
+            None => {
+                // A row the epoch does not write: its cached version (which
+                // only a committed row has), else the index and NVM.
+                if self.ctx.engine.cache.get((table.0, key), self.ctx.epoch, out) {
+                    self.hits += 1;
+                    return Ok(true);
+                }
+                (t.index.read().get(&key).copied(), None)
+            }
         };
         let Some(r) = base else {
             return Ok(false);
@@ -885,17 +1041,22 @@ impl<B: PmemBackend> OneShotTx for ExecTx<'_, '_, B> {
         match written {
             // The committed row of a row the epoch writes, in a table with
             // secondary indexes: kept, so the index upkeep after the mark
-            // compares keys without reading it from NVM again.
+            // compares keys without reading it again.
             Some(row) if !t.secondary.is_empty() => match row.base_bytes.get() {
                 Some(cached) => out.copy_from_slice(cached),
                 None => {
-                    self.ctx.engine.read_row(self.thread, t, r, out);
+                    self.committed(t, key, r, out);
                     if row.base_bytes.set(out.into()).is_ok() {
                         self.ctx.value_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
                     }
                 }
             },
-            _ => self.ctx.engine.read_row(self.thread, t, r, out),
+            Some(_) => self.committed(t, key, r, out),
+            None => {
+                self.ctx.engine.read_row(self.thread, t, r, out);
+                self.misses += 1;
+                self.ctx.engine.cache.fill((table.0, key), self.ctx.epoch, out);
+            }
         }
         Ok(true)
     }
@@ -1026,7 +1187,8 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
     /// version and not newer than the durable epoch; (N2) no slot is named
     /// twice; (N3) free slots are named by no entry and lie on the table's
     /// pages; (N4) each secondary index holds exactly one entry per row,
-    /// with the row's index key.
+    /// with the row's index key; (N5) every cached version is its row's
+    /// committed bytes, and the cache is within its bound.
     fn check_invariants(&self) -> Result<()> {
         let _g = self.seq.lock();
         let durable = self.durable.load(Ordering::Acquire);
@@ -1088,6 +1250,38 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
                     )));
                 }
             }
+        }
+        let tables = self.tables.read();
+        let mut bad = None;
+        let mut row = Vec::new();
+        self.cache.for_each(|(table, key), cached| {
+            if bad.is_some() {
+                return;
+            }
+            let Some(t) = tables.get(table as usize) else {
+                bad = Some(format!("cached version of unknown table #{table}"));
+                return;
+            };
+            let Some(r) = t.index.read().get(&key).copied() else {
+                bad = Some(format!("{} key {key}: cached but not committed", t.schema.name));
+                return;
+            };
+            row.resize(t.row, 0);
+            self.read_row(SYSTEM_THREAD, t, r, &mut row);
+            if row != cached {
+                bad =
+                    Some(format!("{} key {key}: the cached version is not the row", t.schema.name));
+            }
+        });
+        if let Some(detail) = bad {
+            return Err(Error::Corrupt(detail));
+        }
+        let c = self.cache.counters();
+        if c.bytes > super::occ::dram_budget_bytes(&self.config, None) {
+            return Err(Error::Corrupt(format!(
+                "cached versions take {} bytes, over the bound",
+                c.bytes
+            )));
         }
         Ok(())
     }
@@ -1172,6 +1366,15 @@ struct AdapterTx<'e, B: PmemBackend> {
 }
 
 impl<B: PmemBackend> AdapterTx<'_, B> {
+    /// The committed row `r` of `key` into `out`: its cached version, else
+    /// NVM (then cached); counted. Uses are noted for the next epoch.
+    fn committed(&self, t: &Table, key: u64, r: RowRef, out: &mut [u8]) {
+        let e = self.engine;
+        let next = e.durable.load(Ordering::Acquire) + 1;
+        let hit = e.read_committed(self.thread, t, key, r, next, out);
+        e.cache.count(u64::from(hit), u64::from(!hit));
+    }
+
     fn exists(&self, t: &Table, key: u64) -> bool {
         match self.writes.get(&(t.id, key)) {
             Some(v) => v.is_some(),
@@ -1197,7 +1400,7 @@ impl<B: PmemBackend> Transaction for AdapterTx<'_, B> {
         let r = t.index.read().get(&key).copied();
         match r {
             Some(r) => {
-                self.engine.read_row(self.thread, &t, r, out);
+                self.committed(&t, key, r, out);
                 Ok(true)
             }
             None => Ok(false),
@@ -1263,7 +1466,7 @@ impl<B: PmemBackend> Transaction for AdapterTx<'_, B> {
             match (self.writes.get(&(table.0, k)), r) {
                 (Some(Some(buffered)), _) => row.copy_from_slice(buffered),
                 (Some(None), _) => continue,
-                (None, Some(r)) => self.engine.read_row(self.thread, &t, r, &mut row),
+                (None, Some(r)) => self.committed(&t, k, r, &mut row),
                 (None, None) => continue,
             }
             n += 1;
@@ -1306,7 +1509,7 @@ impl<B: PmemBackend> Transaction for AdapterTx<'_, B> {
                 continue;
             }
             if let Some(r) = index_map.get(&pk) {
-                self.engine.read_row(self.thread, &t, *r, &mut row);
+                self.committed(&t, pk, *r, &mut row);
                 found.push((s.key_bytes(&row), pk));
             }
         }

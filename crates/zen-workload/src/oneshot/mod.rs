@@ -114,12 +114,26 @@ pub struct EpochRun {
     /// Peak DRAM of one epoch's transient versions (version arrays and
     /// values; freed at the epoch's end).
     pub transient_bytes_peak: u64,
-    /// Epochs the engine ran as several to stay within its DRAM budget.
+    /// Batches the engine ran as several epochs to stay within its DRAM
+    /// budget or its input log.
     pub budget_splits: u64,
+    /// Of the cuts between those epochs, the ones the input log made.
+    pub log_cuts: u64,
     pub rows_persisted: u64,
     pub versions: u64,
     /// Rows split per core (split-on-demand) over the run.
     pub split_rows: u64,
+    /// Committed rows the epochs read from the engine's cached versions
+    /// (DRAM) and from NVM, rows not cached for the cache's bound, cached
+    /// versions evicted (not used in K epochs); the cache's peak entries and
+    /// counted DRAM (kept across epochs).
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub cache_refused: u64,
+    pub cache_evicted: u64,
+    pub cache_entries_peak: u64,
+    pub cache_bytes_peak: u64,
+    pub nvm_bytes_read_per_commit: f64,
     pub nvm_bytes_written_per_commit: f64,
     pub lines_flushed_per_commit: f64,
     pub fences_per_commit: f64,
@@ -190,6 +204,13 @@ pub fn run_epochs<W: OneShotWorkload>(
             run.versions += s.versions;
             run.split_rows += s.split_rows;
             run.budget_splits += u64::from(s.parts > 1);
+            run.log_cuts += s.log_cuts;
+            run.cache_hits += s.cache_hits;
+            run.cache_misses += s.cache_misses;
+            run.cache_refused += s.cache_refused;
+            run.cache_evicted += s.cache_evicted;
+            run.cache_entries_peak = run.cache_entries_peak.max(s.cache_entries);
+            run.cache_bytes_peak = run.cache_bytes_peak.max(s.cache_bytes);
             run.transient_bytes_peak = run.transient_bytes_peak.max(s.transient_bytes);
             let phases = [recon_us, s.log_us, s.init_us, s.exec_us, s.persist_us];
             for (i, v) in phases.into_iter().enumerate() {
@@ -224,6 +245,7 @@ pub fn run_epochs<W: OneShotWorkload>(
     run.committed = stats.commits;
     let n = run.committed.max(1) as f64;
     run.txns_per_s = run.committed as f64 / run.seconds;
+    run.nvm_bytes_read_per_commit = nvm.bytes_read as f64 / n;
     run.nvm_bytes_written_per_commit = nvm.bytes_written as f64 / n;
     run.lines_flushed_per_commit = nvm.lines_flushed as f64 / n;
     run.fences_per_commit = nvm.fences as f64 / n;

@@ -82,6 +82,11 @@ pub fn encode_payload<'a>(
     out
 }
 
+/// Bytes one transaction takes in the log payload (`encode_payload`).
+pub fn entry_bytes(writes: usize, input: usize) -> u64 {
+    16 + 16 * writes as u64 + (input as u64).div_ceil(8) * 8
+}
+
 /// The 64-byte log header.
 pub fn encode_header(epoch: u64, txns: u64, payload: &[u8], fingerprint: u64) -> [u8; 64] {
     let mut h = [0u8; 64];

@@ -43,7 +43,7 @@ pub const IGNORE: u8 = 2;
 pub const SPLIT_THRESHOLD: u32 = 32;
 
 /// Shards of the init phase's row map (a power of two).
-const SHARDS: usize = 64;
+pub(super) const SHARDS: usize = 64;
 
 /// (table, key).
 pub type Key = (u32, u64);
@@ -99,7 +99,7 @@ struct Shard {
     rows: Vec<(Key, Arc<InitRow>)>,
 }
 
-fn shard_of(key: Key) -> usize {
+pub(super) fn shard_of(key: Key) -> usize {
     let h = (key.1 ^ (u64::from(key.0) << 48)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     (h >> (64 - SHARDS.trailing_zeros())) as usize
 }
@@ -338,6 +338,12 @@ impl Epoch {
 
     pub fn versions(&self) -> u64 {
         self.rows().map(|r| r.versions() as u64).sum()
+    }
+
+    /// The rows of shard `s` (`0..SHARDS`; a row's shard is `shard_of` its
+    /// key, as in the cached versions).
+    pub fn shard_rows(&self, s: usize) -> &[RowVersions] {
+        &self.shards[s].1
     }
 
     /// Rows split per thread (split-on-demand).

@@ -98,10 +98,16 @@ fn assert_no_remote_write(cc: CcKind, mode: NumaMode) {
             stats.workers.iter().filter(|w| ran(w)).all(|w| w.local_writes > 0),
             "{name}: {stats:?}"
         );
-        assert!(stats.workers.iter().any(ran));
-        // The zero is not for lack of sharing: each worker also used rows
-        // homed on the other node.
-        assert!(t.remote_reads > 0, "{name} under {}: {t:?}", cc.name());
+        let workers_ran = stats.workers.iter().filter(|w| ran(w)).count();
+        assert!(workers_ran > 0);
+        // The zero is not for lack of sharing: with both workers running,
+        // each also used rows homed on the other node. A lone worker may
+        // have read only rows of its own node (seen once in a full suite:
+        // SmallBank under OCC, one worker ran the whole budget, 0 remote
+        // reads), so the check needs two.
+        if workers_ran > 1 {
+            assert!(t.remote_reads > 0, "{name} under {}: {stats:?}", cc.name());
+        }
         if mode == NumaMode::SoftPartition {
             assert!(stats.remap_rounds > 0 || name == "smallbank", "{name}: Alg. 4 ran");
         }

@@ -392,10 +392,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         buf: &'b mut Vec<u8>,
     ) -> (&'b [u8], bool) {
         buf.resize(t.row, 0);
-        let hit = self.cache.get((t.id, key), epoch, buf);
-        if !hit {
-            self.read_row(thread, t, r, buf);
-        }
+        let hit = self.fetch_committed(thread, t, key, r, epoch, buf, false);
         (buf, hit)
     }
 
@@ -411,11 +408,29 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         epoch: u64,
         out: &mut [u8],
     ) -> bool {
+        self.fetch_committed(thread, t, key, r, epoch, out, true)
+    }
+
+    /// The cached version of `key` into `out` (noting its use in `epoch`),
+    /// else row `r` from NVM, cached when `fill`; whether it was cached.
+    #[allow(clippy::too_many_arguments)]
+    fn fetch_committed(
+        &self,
+        thread: u32,
+        t: &Table,
+        key: u64,
+        r: RowRef,
+        epoch: u64,
+        out: &mut [u8],
+        fill: bool,
+    ) -> bool {
         if self.cache.get((t.id, key), epoch, out) {
             return true;
         }
         self.read_row(thread, t, r, out);
-        self.cache.fill((t.id, key), epoch, out);
+        if fill {
+            self.cache.fill((t.id, key), epoch, out);
+        }
         false
     }
 

@@ -229,7 +229,12 @@ fn smallbank_on_nvcaracal_runs_one_shot_epochs_and_its_summary_validates() {
     assert_eq!(epochs["cache_entries_peak"], 0, "cached versions are off");
     assert!(epochs["cache_misses"].as_u64().unwrap() > 0, "{epochs}");
     assert_eq!(epochs["gc_minor"], 0, "the major collector empties every version first");
-    assert!(epochs["gc_major"].as_u64().unwrap() > 0, "{epochs}");
+    // The first epoch's rows have one version each (loaded once); from the
+    // second on, the major collector deletes the rows the last one wrote (a
+    // loaded machine may run only one epoch in 150 ms).
+    if epochs["epochs"].as_u64().unwrap() >= 2 {
+        assert!(epochs["gc_major"].as_u64().unwrap() > 0, "{epochs}");
+    }
     assert!(json["summary"]["throughput_tps"].as_f64().unwrap() > 0.0, "{json}");
     assert!(epochs["transient_bytes_peak"].as_u64().unwrap() > 0, "{epochs}");
     // --epoch-size needs a deterministic engine; a bad switch is named.
@@ -295,7 +300,12 @@ fn tpcc_on_nvcaracal_runs_one_shot_epochs_with_reconnaissance_and_its_check_pass
     assert_eq!(epochs["resubmitted"], 0, "{epochs}");
     assert!(epochs["recon_us"].as_f64().unwrap() > 0.0, "{epochs}");
     assert!(epochs["cache_hits"].as_u64().unwrap() > 0, "cached versions are on by default");
-    assert!(epochs["gc_minor"].as_u64().unwrap() > 0, "minor GC is on by default: {epochs}");
+    // From the second epoch on, the districts every epoch writes have two
+    // versions, and minor GC (on by default) deletes the stale one (a
+    // loaded machine may run only one epoch in 150 ms).
+    if epochs["epochs"].as_u64().unwrap() >= 2 {
+        assert!(epochs["gc_minor"].as_u64().unwrap() > 0, "minor GC is on: {epochs}");
+    }
     assert_eq!(epochs["gc_major"], 0, "{epochs}");
     assert!(json["summary"]["throughput_tps"].as_f64().unwrap() > 0.0, "{json}");
 }

@@ -165,6 +165,12 @@ pub struct EngineArgs {
     /// epochs (default 20).
     #[arg(long)]
     pub nvcaracal_cache_epochs: Option<u64>,
+    /// nvcaracal: the minor garbage collector, on (default) or off: a final
+    /// write that finds two versions in its row's slot overwrites the stale
+    /// one; off, the major collector deletes the stale versions of the last
+    /// epoch's rows in the next epoch's init phase instead.
+    #[arg(long)]
+    pub nvcaracal_minor_gc: Option<String>,
 }
 
 /// How the driver runs and reports.

@@ -231,6 +231,11 @@ pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<Eng
         nvcaracal_cache_epochs: args
             .nvcaracal_cache_epochs
             .unwrap_or(defaults.nvcaracal_cache_epochs),
+        nvcaracal_minor_gc: on_off(
+            "--nvcaracal-minor-gc",
+            &args.nvcaracal_minor_gc,
+            defaults.nvcaracal_minor_gc,
+        )?,
         // Every command carries every workload's one-shot procedures, so a
         // deterministic engine's pool replays under any of them.
         procedures: zen_workload::oneshot::procedures(),

@@ -205,6 +205,8 @@ fn smallbank_on_nvcaracal_runs_one_shot_epochs_and_its_summary_validates() {
                     "off",
                     "--nvcaracal-cached-versions",
                     "off",
+                    "--nvcaracal-minor-gc",
+                    "off",
                 ],
             ]
             .concat(),
@@ -226,6 +228,13 @@ fn smallbank_on_nvcaracal_runs_one_shot_epochs_and_its_summary_validates() {
     assert_eq!(epochs["cache_hits"], 0, "cached versions are off");
     assert_eq!(epochs["cache_entries_peak"], 0, "cached versions are off");
     assert!(epochs["cache_misses"].as_u64().unwrap() > 0, "{epochs}");
+    assert_eq!(epochs["gc_minor"], 0, "the major collector empties every version first");
+    // The first epoch's rows have one version each (loaded once); from the
+    // second on, the major collector deletes the rows the last one wrote (a
+    // loaded machine may run only one epoch in 150 ms).
+    if epochs["epochs"].as_u64().unwrap() >= 2 {
+        assert!(epochs["gc_major"].as_u64().unwrap() > 0, "{epochs}");
+    }
     assert!(json["summary"]["throughput_tps"].as_f64().unwrap() > 0.0, "{json}");
     assert!(epochs["transient_bytes_peak"].as_u64().unwrap() > 0, "{epochs}");
     // --epoch-size needs a deterministic engine; a bad switch is named.
@@ -243,6 +252,7 @@ fn smallbank_on_nvcaracal_runs_one_shot_epochs_and_its_summary_validates() {
             &["--engine", "nvcaracal", "--nvcaracal-cache-epochs", "0"][..],
             "--nvcaracal-cache-epochs",
         ),
+        (&["--engine", "nvcaracal", "--nvcaracal-minor-gc", "major"][..], "--nvcaracal-minor-gc"),
     ] {
         let out = zen()
             .arg("bench")
@@ -290,5 +300,12 @@ fn tpcc_on_nvcaracal_runs_one_shot_epochs_with_reconnaissance_and_its_check_pass
     assert_eq!(epochs["resubmitted"], 0, "{epochs}");
     assert!(epochs["recon_us"].as_f64().unwrap() > 0.0, "{epochs}");
     assert!(epochs["cache_hits"].as_u64().unwrap() > 0, "cached versions are on by default");
+    // From the second epoch on, the districts every epoch writes have two
+    // versions, and minor GC (on by default) deletes the stale one (a
+    // loaded machine may run only one epoch in 150 ms).
+    if epochs["epochs"].as_u64().unwrap() >= 2 {
+        assert!(epochs["gc_minor"].as_u64().unwrap() > 0, "minor GC is on: {epochs}");
+    }
+    assert_eq!(epochs["gc_major"], 0, "{epochs}");
     assert!(json["summary"]["throughput_tps"].as_f64().unwrap() > 0.0, "{json}");
 }

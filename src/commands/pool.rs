@@ -149,6 +149,7 @@ fn pool_engine_config(p: &PoolArgs, command: &str) -> CliResult<EngineConfig> {
         nvcaracal_dram_budget: None,
         nvcaracal_cached_versions: None,
         nvcaracal_cache_epochs: None,
+        nvcaracal_minor_gc: None,
     };
     let request =
         EngineRequest { pool: Some(p.pool.clone()), create: false, threads: 1, data_bytes: 0 };

@@ -422,6 +422,14 @@ pub struct EngineConfig {
     /// nvcaracal: K, cached versions not read or updated in the last K
     /// epochs are evicted (default 20, the paper's).
     pub nvcaracal_cache_epochs: u64,
+    /// nvcaracal: the minor garbage collector (NVCaracal §4.4, §5.3): the
+    /// final write of a row that finds two versions in its slot overwrites
+    /// the stale one at once. Off, the major collector instead: the slots
+    /// an epoch wrote are kept in a DRAM list, and the next epoch's
+    /// initialisation phase deletes their stale versions (one more NVM
+    /// write per updated row), so every final write finds an empty
+    /// version (default on, as in the paper for inline versions).
+    pub nvcaracal_minor_gc: bool,
     /// nvcaracal: the stored procedures one-shot transactions name (and
     /// recovery replays); the built-in `apply` is always there.
     #[serde(skip)]
@@ -490,6 +498,7 @@ impl Default for EngineConfig {
             nvcaracal_dram_budget_bytes: 1 << 30,
             nvcaracal_cached_versions: true,
             nvcaracal_cache_epochs: 20,
+            nvcaracal_minor_gc: true,
             procedures: crate::det::Procedures::default(),
             baseline_fault: None,
             race_fault: None,

@@ -187,6 +187,12 @@ pub struct EpochStats {
     /// epochs, not part of `transient_bytes`).
     pub cache_entries: u64,
     pub cache_bytes: u64,
+    /// Stale versions deleted by the minor collector: final writes that
+    /// found two versions in the row's slot and overwrote the older.
+    pub gc_minor: u64,
+    /// Stale versions deleted by the major collector in the init phase
+    /// (the rows the previous epoch wrote; minor GC off).
+    pub gc_major: u64,
     pub log_us: f64,
     pub init_us: f64,
     pub exec_us: f64,

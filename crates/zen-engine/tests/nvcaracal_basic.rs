@@ -16,8 +16,8 @@ use rand::{Rng, SeedableRng, rngs::SmallRng};
 use zen_engine::baseline::NvcaracalEngine;
 use zen_engine::baseline::nvcaracal::layout;
 use zen_engine::{
-    Engine, EngineConfig, EngineKind, Error, OneShot, ProcId, ProcedureSet, Procedures, TableId,
-    user_abort,
+    CacheStats, Engine, EngineConfig, EngineKind, Error, OneShot, ProcId, ProcedureSet, Procedures,
+    TableId, user_abort,
 };
 use zen_pmem::FsBackend;
 
@@ -88,6 +88,9 @@ struct Seeded {
     split_rows: u64,
     /// Epochs the three batches ran as (3 unless the DRAM budget split them).
     parts: u64,
+    /// Stale versions deleted by the minor and the major collector.
+    gc_minor: u64,
+    gc_major: u64,
 }
 
 /// Three epochs of 400 transfers among 12 accounts (hot: every epoch has
@@ -106,8 +109,15 @@ fn run_seeded_with(
     let load: Vec<OneShot> = (0..12).map(|k| set(k, 100)).collect();
     det.submit_epoch(&load, workers).unwrap();
     let mut rng = SmallRng::seed_from_u64(seed);
-    let mut seen =
-        Seeded { outputs: Vec::new(), state: Vec::new(), cc_aborts: 0, split_rows: 0, parts: 0 };
+    let mut seen = Seeded {
+        outputs: Vec::new(),
+        state: Vec::new(),
+        cc_aborts: 0,
+        split_rows: 0,
+        parts: 0,
+        gc_minor: 0,
+        gc_major: 0,
+    };
     for _ in 0..3 {
         let batch: Vec<OneShot> = (0..400)
             .map(|_| {
@@ -123,6 +133,8 @@ fn run_seeded_with(
         seen.cc_aborts += out.stats.cc_aborts;
         seen.split_rows += out.stats.split_rows;
         seen.parts += out.stats.parts;
+        seen.gc_minor += out.stats.gc_minor;
+        seen.gc_major += out.stats.gc_major;
         seen.outputs.extend(out.results.iter().map(|r| match r {
             Ok(v) => format!("ok {v:?}"),
             Err(e) => format!("err {e}"),
@@ -329,6 +341,116 @@ fn cached_versions_change_no_result() {
         assert_eq!(r.state, reference.state, "{what}");
         assert_eq!(r.outputs, reference.outputs, "{what}");
         assert_eq!(r.cc_aborts, 0, "{what}");
+    }
+}
+
+/// The minor collector (NVCaracal §4.4) changes no result: the same outputs
+/// and state with it on and off (the major collector), on 1 and 2 workers;
+/// each mode deletes stale versions only by its own collector.
+#[test]
+fn minor_gc_changes_no_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = run_seeded(dir.path(), 1, 42);
+    assert!(reference.gc_minor > 0 && reference.gc_major == 0, "{reference:?}");
+    for (minor, workers) in [(true, 2), (false, 1), (false, 2)] {
+        let dir = tempfile::tempdir().unwrap();
+        let r = run_seeded_with(dir.path(), workers, 42, |c| c.nvcaracal_minor_gc = minor);
+        let what = format!("minor GC {minor}, {workers} workers");
+        assert_eq!(r.state, reference.state, "{what}");
+        assert_eq!(r.outputs, reference.outputs, "{what}");
+        assert_eq!(r.cc_aborts, 0, "{what}");
+        if minor {
+            assert_eq!((r.gc_minor, r.gc_major), (reference.gc_minor, 0), "{what}");
+        } else {
+            assert!(r.gc_minor == 0 && r.gc_major > 0, "{what}: {r:?}");
+        }
+    }
+}
+
+/// The two collectors counted exactly, epoch by epoch, on two engines run
+/// side by side (one worker): the minor collector deletes a stale version
+/// when a final write finds two (updates, a delete, an insert into a freed
+/// slot); the major collector deletes the stale versions of the previous
+/// epoch's slots in the init phase, costing exactly one more flushed line
+/// and 8 bytes written per deleted version, one fence, and a 16-byte read
+/// per listed slot, and its final writes then find an empty version. After
+/// a reopen the scan lists the slots with two versions again.
+#[test]
+fn minor_and_major_gc_are_counted_exactly() {
+    let mut p = procedures();
+    p.register("del", |tx, input| {
+        tx.delete(T, word(input, 0))?;
+        Ok(Vec::new())
+    })
+    .unwrap();
+    let del_id = p.id("del").unwrap();
+    let del = |k: u64| OneShot { proc: del_id, input: words(&[k]), writes: vec![(T, k)] };
+    let procs = Procedures::new(p);
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let configs = [true, false].map(|minor| EngineConfig {
+        procedures: procs.clone(),
+        nvcaracal_minor_gc: minor,
+        ..cfg(dirs[usize::from(!minor)].path())
+    });
+    let engines = configs.clone().map(|c| zen_engine::open(&c).unwrap());
+    for e in &engines {
+        e.create_table(&accounts()).unwrap();
+    }
+    // (batch, minor collector's deletions, major collector's deletions,
+    // slots the major collector looks at).
+    let sets = |keys: std::ops::Range<u64>, v: i64| keys.map(|k| set(k, v)).collect::<Vec<_>>();
+    let epochs: Vec<(Vec<OneShot>, u64, u64, u64)> = vec![
+        // Inserts into fresh slots: one version each.
+        (sets(0..8, 1), 0, 0, 0),
+        // Each row's other version is empty: nothing to delete.
+        (sets(0..8, 2), 0, 0, 8),
+        // Two versions each: minor deletes at the write, major in init
+        // (the 8 rows of the last epoch).
+        (sets(0..4, 3), 4, 8, 8),
+        (sets(0..2, 4), 2, 4, 4),
+        // The delete's tombstone overwrites key 0's stale version; key 100
+        // takes a fresh slot.
+        (vec![del(0), set(100, 5)], 1, 2, 2),
+        // Key 200 takes key 0's freed slot: tombstone + stale version
+        // (minor), or the tombstone alone after the major collector.
+        (vec![set(200, 6)], 1, 1, 2),
+    ];
+    for (i, (batch, minor, major, listed)) in epochs.into_iter().enumerate() {
+        let mut seen = Vec::new();
+        for e in &engines {
+            let before = e.pmem_counters();
+            let out = e.deterministic().unwrap().submit_epoch(&batch, 1).unwrap();
+            assert!(out.results.iter().all(Result::is_ok), "epoch {i}: {:?}", out.results);
+            let after = e.pmem_counters();
+            e.check_invariants().unwrap();
+            seen.push((out.stats, before, after));
+        }
+        let [(on, b0, a0), (off, b1, a1)] = <[_; 2]>::try_from(seen).unwrap();
+        assert_eq!((on.gc_minor, on.gc_major), (minor, 0), "epoch {i}, minor GC on");
+        assert_eq!((off.gc_minor, off.gc_major), (0, major), "epoch {i}, minor GC off");
+        let d = |f: fn(&zen_pmem::CounterSnapshot) -> u64| {
+            (f(&a1) - f(&b1)) as i64 - (f(&a0) - f(&b0)) as i64
+        };
+        assert_eq!(d(|c| c.lines_flushed), major as i64, "epoch {i}: lines flushed");
+        assert_eq!(d(|c| c.bytes_written), 8 * major as i64, "epoch {i}: bytes written");
+        assert_eq!(d(|c| c.fences), i64::from(major > 0), "epoch {i}: fences");
+        assert_eq!(d(|c| c.bytes_read), 16 * listed as i64, "epoch {i}: bytes read");
+    }
+    let state = dump(engines[0].as_ref(), T);
+    assert_eq!(dump(engines[1].as_ref(), T), state);
+    assert_eq!(state.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2, 3, 4, 5, 6, 7, 100, 200]);
+    // Reopened, the major collector's list is the scan's: the one slot with
+    // two versions (key 200's: the tombstone and the new row).
+    for (e, c) in engines.into_iter().zip(configs) {
+        e.close().unwrap();
+        let e = zen_engine::open(&EngineConfig { create: false, ..c }).unwrap();
+        e.check_invariants().unwrap();
+        let out = e.deterministic().unwrap().submit_epoch(&[set(200, 7)], 1).unwrap();
+        let want = if c.nvcaracal_minor_gc { (1, 0) } else { (0, 1) };
+        assert_eq!((out.stats.gc_minor, out.stats.gc_major), want, "after a reopen");
+        e.check_invariants().unwrap();
+        assert_eq!(dump(e.as_ref(), T).last(), Some(&(200, 7)));
+        e.close().unwrap();
     }
 }
 
@@ -552,6 +674,45 @@ fn interactive_transactions_run_as_one_transaction_epochs() {
     assert_eq!(dump(engine.as_ref(), t), vec![(0, 0), (1, 11), (3, 3)]);
     engine.check_invariants().unwrap();
     engine.close().unwrap();
+}
+
+/// Row `k` of `t`'s balance, read in a transaction of its own on `w`.
+fn read_one(w: &mut dyn zen_engine::EngineWorker, t: TableId, k: u64) -> i64 {
+    w.run(&immediate(), |tx| {
+        let mut buf = vec![0u8; ROW];
+        assert!(tx.get(t, k, &mut buf)?);
+        Ok(value(&buf))
+    })
+    .unwrap()
+}
+
+/// A worker's cache counters (`EngineWorker::cache_stats`) are the cached
+/// versions' (NVCaracal §4.2) for its own reads and epochs: a committed row
+/// read twice is one miss (read from NVM, then cached) and one hit; with
+/// the cached versions off every read is a miss.
+#[test]
+fn a_workers_cache_stats_count_its_cached_version_hits_and_misses() {
+    for cached in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let c = EngineConfig { nvcaracal_cached_versions: cached, ..cfg(dir.path()) };
+        let engine = zen_engine::open(&c).unwrap();
+        let t = engine.create_table(&accounts()).unwrap();
+        let mut w = engine.worker().unwrap();
+        w.run(&immediate(), |tx| (0..4).try_for_each(|k| tx.insert(t, k, &row(k as i64)))).unwrap();
+        assert_eq!(w.cache_stats(), CacheStats::default(), "inserts read nothing");
+        let read = |w: &mut dyn zen_engine::EngineWorker, k: u64| read_one(w, t, k);
+        assert_eq!((read(w.as_mut(), 1), read(w.as_mut(), 1), read(w.as_mut(), 2)), (1, 1, 2));
+        let s = w.cache_stats();
+        let want = if cached { (1, 2) } else { (0, 3) };
+        assert_eq!((s.hits, s.misses, s.evictions), (want.0, want.1, 0), "cached {cached}");
+        // Another worker counts only its own reads.
+        let mut other = engine.worker().unwrap();
+        read(other.as_mut(), 2);
+        let s = other.cache_stats();
+        assert_eq!((s.hits, s.misses), if cached { (1, 0) } else { (0, 1) }, "cached {cached}");
+        drop((w, other));
+        engine.close().unwrap();
+    }
 }
 
 /// Secondary indexes (DRAM, over the committed rows): maintained by every

@@ -396,6 +396,13 @@ impl Report {
             group(e.cache_bytes_peak),
             e.nvm_bytes_read_per_commit
         );
+        let _ = writeln!(
+            out,
+            "epoch gc          {} stale versions deleted by the minor collector (at the final write) · {} by the major collector (init phase) · {:.0} NVM bytes written per commit",
+            group(e.gc_minor),
+            group(e.gc_major),
+            e.nvm_bytes_written_per_commit
+        );
         if e.log_cuts > 0 {
             let _ = writeln!(
                 out,

@@ -1,8 +1,11 @@
 //! Epoch-mode crash campaigns (`zen_workload::crash`, `--epochs`): one-shot
 //! TPC-C, SmallBank and YCSB submitted to nvcaracal in epochs through its
 //! deterministic seam, crashed inside the epochs' phases (input log, seal,
-//! row persist, epoch mark; init and exec write nothing to NVM) in strict,
-//! paranoid and eADR modes with nested crashes. After every recovery the
+//! row persist, epoch mark; init and exec write nothing to NVM unless the
+//! major collector runs in init) in strict, paranoid and eADR modes with
+//! nested crashes, with the minor garbage collector (the default: TPC-C's
+//! final writes delete stale versions in the row-persist phase the crashes
+//! cut) and with the major collector instead. After every recovery the
 //! rows must equal the serial replay of the durable epochs, every
 //! acknowledged epoch must be durable, and the workload's conditions hold
 //! (`crash/epochs.rs`). The bug injections of epoch mode are in
@@ -80,6 +83,44 @@ fn one_shot_epochs_recover_to_the_serial_replay_of_the_durable_epochs() {
         // before it) and kept (replayed from its logged inputs, or marked).
         assert!(e.recovered_unacked > 0, "{e:?}");
         assert!(e.recovered_to_epoch.len() >= 3, "{e:?}");
+        // The minor collector (on by default) ran in the recorded epochs'
+        // row-persist phases, which the crash points above cut through.
+        assert_eq!(e.gc_major, 0, "{e:?}");
+        if workload == CrashWorkload::Tpcc {
+            assert!(e.gc_minor > 0, "TPC-C rewrites its districts every epoch: {e:?}");
+        }
+    }
+    assert!(violations.is_empty(), "{} violations:\n{}", violations.len(), violations.join("\n"));
+}
+
+/// With the minor collector off, the major collector deletes the previous
+/// epoch's stale versions in each init phase: crash points lie there too,
+/// and every recovery (the scan lists the slots with two versions again)
+/// still reaches the serial replay of the durable epochs.
+#[test]
+fn epochs_with_the_major_collector_recover_to_the_serial_replay() {
+    let mut violations = Vec::new();
+    let cases = [
+        (CrashWorkload::Tpcc, CrashMode::Strict, 2),
+        (CrashWorkload::SmallBank, CrashMode::Paranoid, 2),
+        (CrashWorkload::Tpcc, CrashMode::Eadr, 1),
+    ];
+    for (workload, mode, threads) in cases {
+        let mut cfg = epochs(workload, mode, threads);
+        cfg.tuning.nvcaracal_minor_gc = Some(false);
+        let report = run(&cfg);
+        if !report.passed() {
+            violations.push(report.summary_line());
+            continue;
+        }
+        let e = report.epochs.as_ref().expect("an epoch campaign reports its epochs");
+        assert!(report.lint_errors == 0 && report.nested.recoveries > 0, "{report:?}");
+        assert_eq!(e.gc_minor, 0, "every final write found an empty version: {e:?}");
+        assert!(e.gc_major > 0, "{}: {e:?}", workload.name());
+        for p in ["input-log", "seal", "init", "row-persist", "epoch-mark"] {
+            assert!(phase(e, p) > 0, "{}: no crash point in phase {p}: {e:?}", workload.name());
+        }
+        assert!(e.recovered_unacked > 0, "{e:?}");
     }
     assert!(violations.is_empty(), "{} violations:\n{}", violations.len(), violations.join("\n"));
 }

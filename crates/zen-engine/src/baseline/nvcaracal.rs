@@ -19,7 +19,10 @@
 //!             written to the log pages, flushed, ONE fence; then the seal
 //!             word = e, persisted (the inputs are durable before anything
 //!             of the epoch runs)
-//!   init      cached versions unused in K epochs evicted; then
+//!   init      with minor GC off, the major collector: the stale version
+//!             of every slot the last epoch wrote is deleted (epoch word
+//!             zeroed, flushed; one fence per thread); cached versions
+//!             unused in K epochs evicted; then
 //!             N threads (txn i on thread i mod N): for every declared
 //!             write a pending version in the row's version array, sorted
 //!             by serial id (created with the row's committed state as its
@@ -33,7 +36,9 @@
 //!             (written, or ignore when the procedure failed or did not
 //!             write a declared key)
 //!   persist   per row written, its final version only, into the older of
-//!             the slot's two versions (epoch word e); each thread fences
+//!             the slot's two versions (epoch word e): an empty one, or a
+//!             stale one, deleted by this write (the minor collector,
+//!             NVCaracal §4.4, on by default); each thread fences
 //!   mark      the durable epoch word = e, persisted; then the index is
 //!             updated, deleted slots return to the free list, the cached
 //!             versions take the updated rows (and drop deleted ones), the
@@ -75,6 +80,7 @@ mod versions;
 pub use cache::{CacheCounters, ENTRY_OVERHEAD as CACHE_ENTRY_OVERHEAD};
 pub use versions::SPLIT_THRESHOLD;
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 use std::sync::Arc;
@@ -187,6 +193,11 @@ pub struct NvcaracalEngine<B: PmemBackend> {
     fault: Option<BaselineFault>,
     /// Cached versions of committed rows (DRAM only; `nvcaracal/cache.rs`).
     cache: cache::RowCache,
+    /// Minor GC off: the slots (table, slot) whose stale version the major
+    /// collector deletes in the next epoch's init phase: every slot the
+    /// last epoch wrote, or, after recovery, every slot the scan found with
+    /// two versions (DRAM only; rebuilt by the scan).
+    gc_pending: Mutex<Vec<(u32, u64)>>,
 }
 
 /// A transaction of the epoch, validated.
@@ -288,6 +299,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
                 config.nvcaracal_cache_epochs,
                 super::occ::dram_budget_bytes(config, None),
             ),
+            gc_pending: Mutex::new(Vec::new()),
         }
     }
 
@@ -559,8 +571,12 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         let started = Instant::now();
         self.note(lead, EpochPhase::Init);
         let cache_before = self.cache.counters();
-        self.cache.evict(epoch);
         let tables: Vec<Arc<Table>> = self.tables.read().clone();
+        if !self.config.nvcaracal_minor_gc {
+            let pending = std::mem::take(&mut *self.gc_pending.lock());
+            stats.gc_major = self.major_gc(&tables, &pending, &threads[..n]);
+        }
+        self.cache.evict(epoch);
         let building = versions::Building::new(versions::Options {
             batch_append: self.config.nvcaracal_batch_append,
             split_on_demand: self.config.nvcaracal_split_on_demand,
@@ -640,7 +656,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             self.mark_epoch(lead, epoch);
         }
         self.note(lead, EpochPhase::RowPersist);
-        let changes: Vec<Result<Vec<Change>>> = if n == 1 {
+        let changes: Vec<Result<(Vec<Change>, u64)>> = if n == 1 {
             vec![self.persist_rows(&tables, &rows, 0, 1, epoch, lead)]
         } else {
             std::thread::scope(|s| {
@@ -655,12 +671,23 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         };
         let mut all = Vec::new();
         for c in changes {
-            all.extend(c?);
+            let (c, minor) = c?;
+            all.extend(c);
+            stats.gc_minor += minor;
         }
         if !mark_first {
             self.mark_epoch(lead, epoch);
         }
         stats.rows_persisted = all.len() as u64;
+        if !self.config.nvcaracal_minor_gc {
+            // The major collector deletes these slots' stale versions in
+            // the next epoch's init phase.
+            self.gc_pending.lock().extend(all.iter().map(|c| match c {
+                Change::Put { table, row, .. } | Change::Delete { table, row, .. } => {
+                    (*table, row.slot)
+                }
+            }));
+        }
         let mut old_row = Vec::new();
         let (mut hits, mut misses) = (0, 0);
         for c in all {
@@ -753,7 +780,65 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         }
     }
 
-    /// Persist the final versions of rows `w, w + n, …`; one fence.
+    /// The major collector (minor GC off; NVCaracal §4.4): in the init
+    /// phase, each of `slots` that holds two versions loses its stale one
+    /// (the older: its epoch word zeroed and flushed), so this epoch's
+    /// final write of the row finds an empty version. The newer version,
+    /// the row, is never touched, so a crash anywhere in it leaves every
+    /// row as it was (recovery's scan lists the slots again). Both epoch
+    /// words are read from NVM, counted and charged (the collector's cold
+    /// accesses). On the
+    /// epoch's threads (`threads`), one fence each; the versions deleted.
+    fn major_gc(&self, tables: &[Arc<Table>], slots: &[(u32, u64)], threads: &[u32]) -> u64 {
+        let collect = |part: &[(u32, u64)], thread: u32| {
+            let p = self.pool.persister(thread);
+            let mut deleted = 0;
+            for &(table, slot) in part {
+                let row = tables[table as usize].row;
+                let at = [0, 1].map(|v| slot + layout::version_offset(row, v));
+                let e = at.map(|a| {
+                    let mut word = [0u8; 8];
+                    p.read(a, &mut word);
+                    u64::from_le_bytes(word)
+                });
+                if e[0] == 0 || e[1] == 0 {
+                    continue;
+                }
+                let stale = at[usize::from(e[1] < e[0])];
+                p.write_u64_atomic(stale, 0);
+                p.flush(stale, 8);
+                deleted += 1;
+            }
+            if deleted > 0 {
+                p.fence();
+            }
+            deleted
+        };
+        if slots.is_empty() {
+            return 0;
+        }
+        let per = slots.len().div_ceil(threads.len());
+        if threads.len() == 1 || per == slots.len() {
+            return collect(slots, threads[0]);
+        }
+        std::thread::scope(|s| {
+            let handles: Vec<_> = slots
+                .chunks(per)
+                .zip(threads)
+                .map(|(part, &thread)| {
+                    let collect = &collect;
+                    s.spawn(move || collect(part, thread))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("a GC thread panicked")).sum()
+        })
+    }
+
+    /// Persist the final versions of rows `w, w + n, …`; one fence. Each
+    /// goes into the version of its slot that is not the row: empty, or
+    /// the stale version, which the write deletes (the minor collector,
+    /// NVCaracal §4.4; counted, `.1`). With the major collector that
+    /// version is always empty (its init phase deleted the stale one).
     fn persist_rows<'r>(
         &self,
         tables: &[Arc<Table>],
@@ -762,9 +847,10 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         n: usize,
         epoch: u64,
         thread: u32,
-    ) -> Result<Vec<Change<'r>>> {
+    ) -> Result<(Vec<Change<'r>>, u64)> {
         let p = self.pool.persister(thread);
         let mut changes = Vec::new();
+        let mut minor = 0;
         for r in rows.rows().skip(w).step_by(n) {
             let Some(last) = r.last_written() else {
                 continue;
@@ -782,6 +868,10 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
                 }
             };
             let at = slot + layout::version_offset(t.row, v);
+            // The epoch word of the version about to be overwritten (on the
+            // line the write touches anyway; not charged as a read): a
+            // stale version the minor collector deletes by this write.
+            minor += u64::from(self.pool.backend().load_u64(at) != 0);
             let flags = if value.is_none() { layout::FLAG_TOMBSTONE } else { 0 };
             if let Some(row) = value {
                 p.write(at + layout::VERSION_HEADER, row);
@@ -810,7 +900,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             });
         }
         p.fence();
-        Ok(changes)
+        Ok((changes, minor))
     }
 
     /// Run `txns` as one epoch, or as consecutive epochs when the bound of
@@ -853,6 +943,8 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             m.cache_evicted += s.cache_evicted;
             m.cache_entries = s.cache_entries;
             m.cache_bytes = s.cache_bytes;
+            m.gc_minor += s.gc_minor;
+            m.gc_major += s.gc_major;
             m.log_us += s.log_us;
             m.init_us += s.init_us;
             m.exec_us += s.exec_us;
@@ -1167,7 +1259,7 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
         let mut used = self.workers_in_use.lock();
         let id = used.iter().position(|u| !u).ok_or(Error::TooManyWorkers { max: used.len() })?;
         used[id] = true;
-        Ok(Box::new(NvWorker { engine: self, id }))
+        Ok(Box::new(NvWorker { engine: self, id, cache: CacheStats::default() }))
     }
 
     fn pmem_counters(&self) -> CounterSnapshot {
@@ -1203,11 +1295,15 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
     /// twice; (N3) free slots are named by no entry and lie on the table's
     /// pages; (N4) each secondary index holds exactly one entry per row,
     /// with the row's index key; (N5) every cached version is its row's
-    /// committed bytes, and the cache is within its bound.
+    /// committed bytes, and the cache is within its bound; (N6) with minor
+    /// GC off, every row whose slot holds two versions is on the major
+    /// collector's list (so the next final write finds an empty version).
     fn check_invariants(&self) -> Result<()> {
         let _g = self.seq.lock();
         let durable = self.durable.load(Ordering::Acquire);
         let b = self.pool.backend();
+        let pending: std::collections::HashSet<(u32, u64)> =
+            self.gc_pending.lock().iter().copied().collect();
         for t in self.tables.read().iter() {
             let name = &t.schema.name;
             let mut slots = std::collections::HashSet::new();
@@ -1228,6 +1324,15 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
                 }
                 if !slots.insert(r.slot) {
                     return Err(Error::Corrupt(format!("{name}: slot {} named twice", r.slot)));
+                }
+                if !self.config.nvcaracal_minor_gc
+                    && other != 0
+                    && !pending.contains(&(t.id, r.slot))
+                {
+                    return Err(Error::Corrupt(format!(
+                        "{name} key {key}: slot {} holds two versions (epochs {e}, {other}) but is not on the major collector's list",
+                        r.slot
+                    )));
                 }
             }
             let index = t.index.read();
@@ -1318,6 +1423,10 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
 struct NvWorker<'e, B: PmemBackend> {
     engine: &'e NvcaracalEngine<B>,
     id: usize,
+    /// The cached versions' counters for this worker's transactions: its
+    /// reads of committed rows (hits, misses: read from NVM) and what its
+    /// one-transaction epochs read and evicted.
+    cache: CacheStats,
 }
 
 impl<B: PmemBackend> Drop for NvWorker<'_, B> {
@@ -1339,8 +1448,17 @@ impl<B: PmemBackend> EngineWorker for NvWorker<'_, B> {
         let e = self.engine;
         let thread = worker_thread(self.id);
         let _g = e.seq.lock();
-        let mut tx = AdapterTx { engine: e, thread, writes: BTreeMap::new() };
-        body(&mut tx)?;
+        let mut tx = AdapterTx {
+            engine: e,
+            thread,
+            writes: BTreeMap::new(),
+            hits: Cell::new(0),
+            misses: Cell::new(0),
+        };
+        let ran = body(&mut tx);
+        self.cache.hits += tx.hits.get();
+        self.cache.misses += tx.misses.get();
+        ran?;
         if tx.writes.is_empty() {
             return Ok(CommitInfo { cts: 0, durable: true, writes: 0 });
         }
@@ -1355,6 +1473,9 @@ impl<B: PmemBackend> EngineWorker for NvWorker<'_, B> {
         };
         // `run_epoch` marks Begin and Ack { txn: epoch } in the trace.
         let mut out = e.run_locked(std::slice::from_ref(&one), &[thread])?;
+        self.cache.hits += out.stats.cache_hits;
+        self.cache.misses += out.stats.cache_misses;
+        self.cache.evictions += out.stats.cache_evicted;
         let epoch = out.stats.epoch;
         out.results.pop().expect("one result per transaction")?;
         Ok(CommitInfo { cts: epoch, durable: true, writes: writes.len() as u32 })
@@ -1368,8 +1489,11 @@ impl<B: PmemBackend> EngineWorker for NvWorker<'_, B> {
         self.engine.pool.counters(worker_thread(self.id)).snapshot()
     }
 
+    /// The cached versions (NVCaracal §4.2) as this worker used them: hits
+    /// are committed rows read from DRAM, misses rows read from NVM (every
+    /// one with the cached versions off), evictions those of its epochs.
     fn cache_stats(&self) -> CacheStats {
-        CacheStats::default()
+        self.cache
     }
 }
 
@@ -1378,6 +1502,9 @@ struct AdapterTx<'e, B: PmemBackend> {
     engine: &'e NvcaracalEngine<B>,
     thread: u32,
     writes: BTreeMap<(u32, u64), Option<Vec<u8>>>,
+    /// Its committed-row reads from the cached versions and from NVM.
+    hits: Cell<u64>,
+    misses: Cell<u64>,
 }
 
 impl<B: PmemBackend> AdapterTx<'_, B> {
@@ -1388,6 +1515,8 @@ impl<B: PmemBackend> AdapterTx<'_, B> {
         let next = e.durable.load(Ordering::Acquire) + 1;
         let hit = e.read_committed(self.thread, t, key, r, next, out);
         e.cache.count(u64::from(hit), u64::from(!hit));
+        let counter = if hit { &self.hits } else { &self.misses };
+        counter.set(counter.get() + 1);
     }
 
     fn exists(&self, t: &Table, key: u64) -> bool {

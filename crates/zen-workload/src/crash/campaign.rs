@@ -262,6 +262,9 @@ impl<'c, S: Subject> Campaign<'c, S> {
         if let Some(variant) = t.falcon_variant {
             c.falcon_variant = variant;
         }
+        if let Some(minor) = t.nvcaracal_minor_gc {
+            c.nvcaracal_minor_gc = minor;
+        }
         c
     }
 

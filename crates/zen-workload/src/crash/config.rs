@@ -142,6 +142,9 @@ pub struct Tuning {
     pub falcon_window_bytes: Option<u64>,
     /// falcon: the design variant (`None`: the full design).
     pub falcon_variant: Option<zen_engine::FalconVariant>,
+    /// nvcaracal: the minor garbage collector (`None`: the engine's
+    /// default, on; `Some(false)`: the major collector instead).
+    pub nvcaracal_minor_gc: Option<bool>,
 }
 
 impl Default for Tuning {
@@ -160,6 +163,7 @@ impl Default for Tuning {
             nested_crash_points: None,
             falcon_window_bytes: None,
             falcon_variant: None,
+            nvcaracal_minor_gc: None,
         }
     }
 }

@@ -75,6 +75,8 @@ struct EpochRecord {
     committed: u64,
     user_aborts: u64,
     stale: u64,
+    /// Stale versions the recorded epochs' collectors deleted (minor, major).
+    gc: (u64, u64),
 }
 
 /// How the recorded run ended.
@@ -148,6 +150,8 @@ impl<S: Subject + OneShotWorkload> Campaign<'_, S> {
             epochs: rec.epochs,
             txns_per_epoch: self.cfg.txns,
             stale: rec.stale,
+            gc_minor: rec.gc.0,
+            gc_major: rec.gc.1,
             ..EpochReport::default()
         });
         if self.cfg.tuning.lints_are_violations
@@ -208,6 +212,7 @@ impl<S: Subject + OneShotWorkload> Campaign<'_, S> {
             committed: 0,
             user_aborts: 0,
             stale: 0,
+            gc: (0, 0),
         };
         for k in 1..=epochs {
             let requests: Vec<S::Request> =
@@ -234,6 +239,8 @@ impl<S: Subject + OneShotWorkload> Campaign<'_, S> {
                     base + k
                 ))));
             }
+            rec.gc.0 += out.stats.gc_minor;
+            rec.gc.1 += out.stats.gc_major;
             for (i, r) in out.results.iter().enumerate() {
                 match r {
                     Ok(_) => rec.committed += 1,

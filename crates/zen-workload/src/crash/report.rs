@@ -48,7 +48,8 @@ pub struct EpochReport {
     pub stale: u64,
     /// Checked crash points by the epoch phase they lie in (the phase the
     /// engine noted last; `between-epochs` after an epoch's acknowledgement).
-    /// The init and exec phases write nothing to NVM and so hold no fence:
+    /// The init and exec phases write nothing to NVM (except the major
+    /// collector's deletions in init, minor GC off) and so hold no fence:
     /// a crash inside them leaves the durable image of the first
     /// row-persist point with nothing pending applied, the first image
     /// every mode builds there.
@@ -60,6 +61,11 @@ pub struct EpochReport {
     /// the crash (the crashed epoch kept: its mark was durable, or its
     /// logged inputs were replayed).
     pub recovered_unacked: u64,
+    /// Stale row versions the recorded epochs deleted by the minor collector
+    /// (at their final writes) and by the major collector (in their init
+    /// phases): the crash points of those phases cut through that GC.
+    pub gc_minor: u64,
+    pub gc_major: u64,
 }
 
 /// The first violation of a campaign.
@@ -226,8 +232,8 @@ impl CampaignReport {
             let recovered: Vec<String> =
                 e.recovered_to_epoch.iter().map(|(k, n)| format!("{k}: {n}")).collect();
             out.push_str(&format!(
-                "  epochs            {} of {} one-shot transactions ({} stale reconnaissance)\n",
-                e.epochs, e.txns_per_epoch, e.stale
+                "  epochs            {} of {} one-shot transactions ({} stale reconnaissance; GC deleted {} stale versions at final writes, {} in init phases)\n",
+                e.epochs, e.txns_per_epoch, e.stale, e.gc_minor, e.gc_major
             ));
             out.push_str(&format!("  points by phase   {}\n", phases.join(", ")));
             out.push_str(&format!(

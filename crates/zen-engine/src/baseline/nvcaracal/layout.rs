@@ -25,7 +25,9 @@
 //! ```
 //! The newest version with `0 < epoch ≤ E` is the row; a slot whose newest
 //! version is a tombstone, or that has none, is free. An epoch writes a row
-//! into its *older* version, so the newest stays intact until the epoch is
+//! into its *older* version (empty, or stale: the write deletes it, the
+//! minor collector; the major collector empties it in the next epoch's
+//! init phase instead), so the newest stays intact until the epoch is
 //! durable.
 
 use crate::error::{Error, Result};

@@ -11,12 +11,18 @@
 //!    legal when S = E + 1: otherwise the pool is corrupt). The newest
 //!    remaining version is the row (live, or a tombstone: free slot). The
 //!    primary index and, from the live rows' bytes, the secondary indexes
-//!    (DRAM only, never persisted) are rebuilt here.
+//!    (DRAM only, never persisted) are rebuilt here; with minor GC off, so
+//!    is the major collector's list (slots with two versions ≤ E, live or
+//!    free), which the next epoch's init phase collects (NVCaracal §5.5).
 //! 3. **revert**: each such version's epoch word zeroed, flushed; one fence.
 //!    Idempotent, so a crash inside recovery is recovered the same way.
 //! 4. **replay**: epoch S re-run from its logged inputs on one thread
 //!    (deterministic: the same final state as the crashed run would have
 //!    reached), writing rows and the epoch mark as a normal epoch does.
+//!    A version the crashed epoch wrote was zeroed in step 3, so the
+//!    replay's final write of a row finds that version empty and simply
+//!    writes it: NVCaracal's rule (§4.5, case 3: a second version with the
+//!    crashed epoch's SID is overwritten, not collected) by construction.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -81,6 +87,8 @@ pub(super) fn recover<B: PmemBackend>(
     let t1 = Instant::now();
     let b = engine.pool.backend();
     let mut reverts: Vec<u64> = Vec::new();
+    // Minor GC off: slots with two versions, for the major collector.
+    let mut gc: Vec<(u32, u64)> = Vec::new();
     let (mut pages, mut slots, mut live) = (0u64, 0u64, 0u64);
     let tables = engine.tables.read().clone();
     let owned = engine.pool.owned_pages()?;
@@ -102,6 +110,7 @@ pub(super) fn recover<B: PmemBackend>(
             slots += 1;
             let slot = start + i * t.slot_size;
             let mut best: Option<(u64, usize, u64)> = None;
+            let mut kept = 0;
             for v in 0..2 {
                 let at = slot + layout::version_offset(t.row, v);
                 let e = b.load_u64(at);
@@ -118,9 +127,13 @@ pub(super) fn recover<B: PmemBackend>(
                     reverts.push(at);
                     continue;
                 }
+                kept += 1;
                 if best.is_none_or(|(be, _, _)| e > be) {
                     best = Some((e, v, b.load_u64(at + 8)));
                 }
+            }
+            if kept == 2 && !config.nvcaracal_minor_gc {
+                gc.push((t.id, slot));
             }
             match best {
                 Some((e, v, flags)) if flags & layout::FLAG_TOMBSTONE == 0 => {
@@ -149,6 +162,7 @@ pub(super) fn recover<B: PmemBackend>(
         a.end = a.next;
     }
     drop(tables);
+    *engine.gc_pending.lock() = gc;
     let scan_ms = t1.elapsed().as_secs_f64() * 1e3;
 
     // 3. Revert the crashed epoch's versions.

@@ -156,8 +156,8 @@ impl PointIndex {
             for pair in table.chunks_exact(2) {
                 let k = pair[0].load(Ordering::Relaxed);
                 if k != EMPTY {
-                    let at = probe(&bigger, k, self.hash(k))
-                        .expect_err("keys are unique in a table");
+                    let at =
+                        probe(&bigger, k, self.hash(k)).expect_err("keys are unique in a table");
                     bigger[2 * at + 1].store(pair[1].load(Ordering::Relaxed), Ordering::Relaxed);
                     bigger[2 * at].store(k, Ordering::Relaxed);
                 }

@@ -77,13 +77,14 @@ impl PrimaryIndex {
         mut rows: impl FnMut(&[u64]),
     ) {
         let mut rids = [0u64; PREFETCH_GROUP];
+        let mut hashes = [0u64; PREFETCH_GROUP];
         for group in keys.chunks(PREFETCH_GROUP) {
-            for &key in group {
-                self.point.prefetch(key);
+            for (hash, &key) in hashes.iter_mut().zip(group) {
+                *hash = self.point.prefetch(key);
             }
             let mut found = 0;
-            for &key in group {
-                if let Some(rid) = self.point.get(key) {
+            for (&hash, &key) in hashes.iter().zip(group) {
+                if let Some(rid) = self.point.get_hashed(key, hash) {
                     record(rid);
                     rids[found] = rid;
                     found += 1;

@@ -23,7 +23,9 @@
 
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
 
 use crate::sched::Mutex;
 
@@ -39,24 +41,9 @@ const LEVELS: usize = 28;
 /// No key: keys are at most `MAX_KEY` = 2^63 − 1.
 const EMPTY: u64 = u64::MAX;
 
-struct Shard {
-    /// Table `l` holds `FIRST_PAIRS << l` pairs as 2 words each.
-    levels: [OnceLock<Box<[AtomicU64]>>; LEVELS],
-    /// The level readers probe.
-    current: AtomicUsize,
-    /// Keys in the current table; held by inserters.
-    keys: Mutex<usize>,
-}
-
-impl Default for Shard {
-    fn default() -> Self {
-        Shard {
-            levels: std::array::from_fn(|_| OnceLock::new()),
-            current: AtomicUsize::new(0),
-            keys: Mutex::new(0),
-        }
-    }
-}
+/// The shards' current levels, in one cache line: every lookup reads it.
+#[repr(align(64))]
+struct Levels([AtomicU8; SHARDS]);
 
 /// Probe `table` for `key` from `hash`: `Ok(rid)` when found, `Err(pair)`
 /// with the first empty pair otherwise.
@@ -81,57 +68,85 @@ fn new_table(pairs: usize) -> Box<[AtomicU64]> {
 }
 
 /// Key → record id; see the module docs.
+///
+/// Laid out for the lookup, which reads the shard's current level and then
+/// that level's table: the 64 levels share one line (`current`), and the
+/// tables are level-major (`tables[level * SHARDS + shard]`), so the handles
+/// of one level's tables, where uniform hashing keeps every shard within a
+/// level or two, fill 24 consecutive lines. (Shard-major, a shard's level
+/// word and its table handle were two lines per shard, 128 per index: TPC-C's
+/// lookups missed the L1 on both before the probe's own miss.)
 pub struct PointIndex {
-    shards: Box<[Shard]>,
+    current: Levels,
+    /// Table `l` of shard `s` is `tables[l * SHARDS + s]`, holding
+    /// `FIRST_PAIRS << l` pairs as 2 words each.
+    tables: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    /// Keys in each shard's current table; held by its inserters.
+    keys: Box<[CachePadded<Mutex<usize>>]>,
     hasher: Fast,
 }
 
 impl Default for PointIndex {
     fn default() -> Self {
         PointIndex {
-            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            current: Levels(std::array::from_fn(|_| AtomicU8::new(0))),
+            tables: (0..LEVELS * SHARDS).map(|_| OnceLock::new()).collect(),
+            keys: (0..SHARDS).map(|_| CachePadded::new(Mutex::new(0))).collect(),
             hasher: Fast::default(),
         }
     }
 }
 
 impl PointIndex {
+    /// The hash of `key` (its shard is the top bits).
     #[inline]
-    fn locate(&self, key: u64) -> (&Shard, u64) {
-        let hash = self.hasher.hash_one(key);
-        (&self.shards[(hash >> (64 - SHARD_BITS)) as usize], hash)
+    fn hash(&self, key: u64) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// The current table of the shard of `hash`, if it has one.
+    #[inline]
+    fn table(&self, hash: u64) -> Option<&[AtomicU64]> {
+        let shard = (hash >> (64 - SHARD_BITS)) as usize;
+        let level = self.current.0[shard].load(Ordering::Acquire) as usize;
+        self.tables[level * SHARDS + shard].get().map(|t| &t[..])
     }
 
     /// The record id of `key`, if it has one.
     #[inline]
     pub fn get(&self, key: u64) -> Option<u64> {
-        let (shard, hash) = self.locate(key);
-        let level = shard.current.load(Ordering::Acquire);
-        let table = shard.levels[level].get()?;
-        probe(table, key, hash).ok()
+        self.get_hashed(key, self.hash(key))
+    }
+
+    /// [`PointIndex::get`] with the hash [`PointIndex::prefetch`] returned.
+    #[inline]
+    pub fn get_hashed(&self, key: u64, hash: u64) -> Option<u64> {
+        probe(self.table(hash)?, key, hash).ok()
     }
 
     /// Start loading the line where a lookup of `key` begins its probe
     /// (a hint: [`PointIndex::get`] of several keys overlaps their misses
-    /// when their lines were asked for first).
+    /// when their lines were asked for first). Returns the key's hash for
+    /// [`PointIndex::get_hashed`].
     #[inline]
-    pub fn prefetch(&self, key: u64) {
-        let (shard, hash) = self.locate(key);
-        let level = shard.current.load(Ordering::Acquire);
-        if let Some(table) = shard.levels[level].get() {
+    pub fn prefetch(&self, key: u64) -> u64 {
+        let hash = self.hash(key);
+        if let Some(table) = self.table(hash) {
             let mask = table.len() / 2 - 1;
             zen_pmem::cpu::prefetch(&table[2 * (hash as usize & mask)]);
         }
+        hash
     }
 
     /// Give `key` (≤ `MAX_KEY`) the record `rid`; `Err(existing)` when it
     /// has one already.
     pub fn insert(&self, key: u64, rid: u64) -> Result<(), u64> {
         debug_assert!(key != EMPTY, "key {key} is the empty marker");
-        let (shard, hash) = self.locate(key);
-        let mut keys = shard.keys.lock();
-        let mut level = shard.current.load(Ordering::Acquire);
-        let mut table = shard.levels[level].get_or_init(|| new_table(FIRST_PAIRS));
+        let hash = self.hash(key);
+        let shard = (hash >> (64 - SHARD_BITS)) as usize;
+        let mut keys = self.keys[shard].lock();
+        let mut level = self.current.0[shard].load(Ordering::Acquire) as usize;
+        let mut table = self.tables[level * SHARDS + shard].get_or_init(|| new_table(FIRST_PAIRS));
         if let Ok(existing) = probe(table, key, hash) {
             return Err(existing);
         }
@@ -141,15 +156,15 @@ impl PointIndex {
             for pair in table.chunks_exact(2) {
                 let k = pair[0].load(Ordering::Relaxed);
                 if k != EMPTY {
-                    let at = probe(&bigger, k, self.hasher.hash_one(k))
-                        .expect_err("keys are unique in a table");
+                    let at =
+                        probe(&bigger, k, self.hash(k)).expect_err("keys are unique in a table");
                     bigger[2 * at + 1].store(pair[1].load(Ordering::Relaxed), Ordering::Relaxed);
                     bigger[2 * at].store(k, Ordering::Relaxed);
                 }
             }
             level += 1;
-            table = shard.levels[level].get_or_init(|| bigger);
-            shard.current.store(level, Ordering::Release);
+            table = self.tables[level * SHARDS + shard].get_or_init(|| bigger);
+            self.current.0[shard].store(level as u8, Ordering::Release);
         }
         let at = probe(table, key, hash).expect_err("checked above, under the shard lock");
         table[2 * at + 1].store(rid, Ordering::Relaxed);
@@ -160,7 +175,7 @@ impl PointIndex {
 
     /// Keys in the index.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| *s.keys.lock()).sum()
+        self.keys.iter().map(|k| *k.lock()).sum()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -153,7 +153,14 @@ impl SecondaryIndex {
     pub fn insert(&self, row: &[u8], pk: u64) {
         let key = self.key_of(row);
         let guard = self.groups.guard();
-        let group = self.groups.get_or_insert_with(key, Group::default, &guard);
+        // The key's group usually exists (TPC-C: a customer's orders group is
+        // made at load): a plain lookup finds it. `get_or_insert_with` takes
+        // papaya's compute path even for a present key, which cost twice a
+        // lookup (docs/benchmarks.md, session 12).
+        let group = match self.groups.get(&key, &guard) {
+            Some(group) => group,
+            None => self.groups.get_or_insert_with(key, Group::default, &guard),
+        };
         {
             let mut pks = group.pks.lock();
             if let Err(at) = pks.binary_search(&pk) {

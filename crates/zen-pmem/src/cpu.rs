@@ -89,25 +89,6 @@ pub(crate) fn flush_line(addr: *const u8) {
     let _ = addr;
 }
 
-/// Store `value` into `word` with a non-temporal hint (`movnti`): the line is
-/// not read into the caches first, and the store goes to memory through a
-/// write-combining buffer, drained (ordered and, under ADR, durable) by the
-/// next `sfence`. For words nobody reads soon; elsewhere a release store
-/// (the caller flushes).
-#[inline]
-pub(crate) fn stream_u64(word: &std::sync::atomic::AtomicU64, value: u64) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `word` is a live, aligned 8-byte atomic (a reference), and
-    // `movnti` stores exactly those 8 bytes in one access, as an atomic store
-    // would; it reads nothing.
-    unsafe {
-        std::arch::asm!("movnti [{0}], {1}", in(reg) word.as_ptr(), in(reg) value,
-            options(nostack, preserves_flags));
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    word.store(value, std::sync::atomic::Ordering::Release);
-}
-
 /// Store fence: orders earlier flushes and stores before later stores.
 #[inline]
 pub(crate) fn store_fence() {

@@ -866,23 +866,6 @@ impl<B: PmemBackend> Persister<'_, B> {
         self.backend.store_u64(self.thread, offset, value);
     }
 
-    /// [`Persister::write_u64_atomic`] + [`Persister::flush`] of its line, for
-    /// a word nobody will read soon (the zero store of a reclaimed slot): the
-    /// mapped backends store it without reading its cold line first
-    /// ([`PmemBackend::store_u64_streaming`]); under eADR a plain store.
-    /// Durable at the next fence; counted as 8 bytes written and one line
-    /// written back.
-    #[inline]
-    pub fn write_u64_streaming(&self, offset: u64, value: u64) {
-        self.counters.on_write(offset, 8);
-        if self.eadr {
-            self.backend.store_u64(self.thread, offset, value);
-            return;
-        }
-        self.counters.on_flush(1);
-        self.backend.store_u64_streaming(self.thread, offset, value);
-    }
-
     /// Write back every cache line of the range (nothing under eADR: the
     /// caches are persistent).
     #[inline]

@@ -192,10 +192,6 @@ macro_rules! delegate_to_mapping {
             self.map.flush(offset, len)
         }
         #[inline]
-        fn store_u64_streaming(&self, _thread: u32, offset: u64, value: u64) {
-            self.map.stream_u64(offset, value)
-        }
-        #[inline]
         fn fence(&self, _thread: u32, _lines_flushed: u64) -> u64 {
             crate::cpu::store_fence();
             0

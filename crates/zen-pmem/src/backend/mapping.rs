@@ -128,13 +128,6 @@ impl Mapping {
         self.word(offset).store(value, Ordering::Release)
     }
 
-    /// Store the aligned word at `offset` without reading its line first
-    /// (`cpu::stream_u64`); ordered and durable at the next `sfence`.
-    #[inline]
-    pub(crate) fn stream_u64(&self, offset: u64, value: u64) {
-        cpu::stream_u64(self.word(offset), value)
-    }
-
     /// Write back every line of the range with the CPU's flush instruction.
     #[inline]
     pub(crate) fn flush(&self, offset: u64, len: u64) {

@@ -243,18 +243,6 @@ pub trait PmemBackend: Send + Sync + Sized + 'static {
     fn store_u64(&self, thread: u32, offset: u64, value: u64);
     /// Write back every cache line overlapping `[offset, offset + len)`.
     fn flush(&self, thread: u32, offset: u64, len: u64);
-    /// [`PmemBackend::store_u64`] then [`PmemBackend::flush`] of its line, for
-    /// a word nobody will read soon (the zero store of a reclaimed slot): the
-    /// mapped backends issue one non-temporal store (`movnti`), which writes
-    /// the word without first reading its line into the CPU caches (on Optane
-    /// a cold line's read is a media read of 256 bytes) and is durable at the
-    /// thread's next fence like a flushed store. Elsewhere, and by default,
-    /// exactly the two calls, so the crash simulator and the device model see
-    /// a store and a write-back as before.
-    fn store_u64_streaming(&self, thread: u32, offset: u64, value: u64) {
-        self.store_u64(thread, offset, value);
-        self.flush(thread, offset, 8);
-    }
     /// Store fence by `thread`; `lines_flushed` is the number of lines it flushed
     /// since its previous fence. Returns nanoseconds of emulated stall.
     fn fence(&self, thread: u32, lines_flushed: u64) -> u64;

@@ -80,8 +80,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         let p = shared.pool.persister(self.thread);
         let mut to_zero = std::mem::take(&mut gc.to_zero);
         for g in to_zero.drain(..) {
-            // The slot's line is long evicted: store without reading it.
-            p.write_u64_streaming(g.slot + 8, 0);
+            p.write_u64_atomic(g.slot + 8, 0);
+            p.flush(g.slot + 8, 8);
             zeroed.push(g);
         }
         gc.zero_pending = zeroed;
@@ -124,6 +124,12 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 self.s.cover_with_floor(self.thread, &g, &mut self.floors_flushed);
             }
             gc.to_zero.push(g);
+        }
+        // The zero stores come at the next fence, to lines long evicted:
+        // start their loads now so the stores do not wait a miss each.
+        let p = self.s.pool.persister(self.thread);
+        for g in &gc.to_zero {
+            p.prefetch(g.slot + 8, 8);
         }
     }
 

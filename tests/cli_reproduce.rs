@@ -52,6 +52,10 @@ fn reproduce_all_at_tiny_scale_gives_results_an_svg_and_a_report_row_per_runnabl
     for id in ["nvcaracal-fig05", "nvcaracal-fig06", "nvcaracal-fig07"] {
         assert!(runnable.iter().any(|r| r == id), "{id} not runnable:\n{list}");
     }
+    // The time-series figures.
+    for id in ["zenplus-fig24", "zenplus-fig25"] {
+        assert!(runnable.iter().any(|r| r == id), "{id} not runnable:\n{list}");
+    }
     assert!(list.contains("not runnable: needs the no-logging and all-DRAM"), "{list}");
     assert!(list.contains("not runnable: needs a naïve space-management mode"), "{list}");
 
@@ -73,8 +77,30 @@ fn reproduce_all_at_tiny_scale_gives_results_an_svg_and_a_report_row_per_runnabl
             assert!(r["other_load_cores"].as_f64().unwrap() >= 0.0, "{id}: {r}");
             let summary = out.join(id).join(r["summary_file"].as_str().unwrap());
             assert_eq!(read_json(&summary)["schema_version"], 1, "{id}: the run's summary JSON");
+            if results["figure"]["chart"] == "timeseries" {
+                // [elapsed_s, throughput] of every measured interval, in time order.
+                let ts = r["timeseries"].as_array().unwrap_or_else(|| panic!("{id}: {r}"));
+                assert!(ts.len() >= 3, "{id}: {r}");
+                let t: Vec<f64> = ts.iter().map(|p| p[0].as_f64().unwrap()).collect();
+                assert!(t.windows(2).all(|w| w[0] < w[1]), "{id}: {t:?}");
+                assert!(ts.iter().all(|p| p[1].as_f64().unwrap() >= 0.0), "{id}: {r}");
+            } else {
+                assert!(r.get("timeseries").is_none(), "{id}: {r}");
+            }
         }
         let figure = &results["figure"];
+        if figure["chart"] == "timeseries" {
+            let section = report
+                .split(&format!("(`{id}`)"))
+                .nth(1)
+                .unwrap_or_else(|| panic!("no section for {id}"));
+            let section = section.split("\n## ").next().unwrap();
+            assert!(section.contains("Time series (`throughput_tps`"), "{section}");
+            for s in figure["series"].as_array().unwrap() {
+                let name = s["name"].as_str().unwrap();
+                assert!(section.contains(&format!("| {name} | ")), "{id}: no time row of {name}");
+            }
+        }
         let first_series = figure["series"][0]["name"].as_str().unwrap();
         let y_label = figure["y"]["label"].as_str().unwrap();
         assert_svg(&out.join(id).join(format!("{id}.svg")), &[first_series, y_label]);
@@ -142,11 +168,16 @@ fn an_interrupted_reproduction_resumes_the_missing_runs_only() {
 
 /// A figures directory holding one (edited) copy of a real figure file.
 fn figure_dir(edit: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
+    figure_dir_of("zenplus-fig12", edit)
+}
+
+/// A figures directory holding an (edited) copy of `figures/<id>.toml`.
+fn figure_dir_of(id: &str, edit: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("figures");
     std::fs::create_dir(&dir).unwrap();
-    let text = std::fs::read_to_string("figures/zenplus-fig12.toml").unwrap();
-    std::fs::write(dir.join("zenplus-fig12.toml"), edit(text)).unwrap();
+    let text = std::fs::read_to_string(format!("figures/{id}.toml")).unwrap();
+    std::fs::write(dir.join(format!("{id}.toml")), edit(text)).unwrap();
     std::fs::copy("figures/planned-engines.toml", dir.join("planned-engines.toml")).unwrap();
     (tmp, dir)
 }
@@ -401,4 +432,43 @@ fn resuming_a_directory_of_an_older_schema_says_which_version_is_needed() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("written with schema 0") && err.contains("reads schema 1"), "{err}");
     assert!(!tmp.path().join("zenplus-fig12").exists(), "nothing ran");
+}
+
+#[test]
+fn a_bad_timeseries_field_names_the_file_and_the_field() {
+    /// (figure, edit of its file, what the error must say)
+    type Case = (&'static str, fn(String) -> String, &'static str);
+    let cases: [Case; 5] = [
+        (
+            "zenplus-fig25",
+            |t| t.replace("column = \"throughput_tps\"\n", ""),
+            "field `y.column`: missing (a timeseries chart needs it)",
+        ),
+        (
+            "zenplus-fig25",
+            |t| t.replace("column = \"throughput_tps\"", "column = \"txn_per_s\""),
+            "field `y.column`: `txn_per_s` is not a time-series column (known: elapsed_s,",
+        ),
+        (
+            "zenplus-fig25",
+            |t| t.replacen("[[series]]", "[[x.points]]\nlabel = \"RH\"\n\n[[series]]", 1),
+            "field `x.points`: a timeseries chart has one x point",
+        ),
+        (
+            "zenplus-fig25",
+            |t| t.replace("[x]\n", "[x]\nlog = true\n"),
+            "field `x.log`: a timeseries chart's time axis is linear",
+        ),
+        (
+            "zenplus-fig12",
+            |t| t.replace("[y]\n", "[y]\ncolumn = \"throughput_tps\"\n"),
+            "field `y.column`: only a `timeseries` chart reads the time series",
+        ),
+    ];
+    for (id, edit, want) in cases {
+        let (_tmp, dir) = figure_dir_of(id, edit);
+        let (code, _, err) = run(&["reproduce", "--list", "--figures", dir.to_str().unwrap()]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(&format!("{id}.toml")) && err.contains(want), "{want}: {err}");
+    }
 }

@@ -6,7 +6,9 @@
 //! the median of its repetitions with an error bar from the minimum to the
 //! maximum; the paper's values (`value` claims of the figure file) are drawn
 //! beside ours as hollow diamonds in the series' colour. Log axes where the
-//! figure file says the paper uses them. The legend has its own column right
+//! figure file says the paper uses them. A `timeseries` figure draws each
+//! series' time series (its runs' measured intervals, repetitions combined
+//! interval by interval) over the seconds of the run. The legend has its own column right
 //! of the plot, so it never covers data.
 
 use std::path::{Path, PathBuf};
@@ -14,7 +16,7 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 
 use crate::commands::reproduce::figure::{Chart, Claim, Figure};
-use crate::commands::reproduce::results::{Cell, Results, cells};
+use crate::commands::reproduce::results::{Cell, OverTime, Results, cells, over_time};
 use crate::commands::reproduce::verdict::{fmt_num, paper_name};
 use crate::error::{CliError, CliResult};
 
@@ -90,9 +92,11 @@ pub fn draw(results: &[Results], out: &Path) -> CliResult {
             _ => None,
         })
         .collect();
+    let series_lines = if f.chart == Chart::Timeseries { over_time(results) } else { Vec::new() };
     let all_values: Vec<f64> = cells
         .values()
         .flat_map(|c| c.values.iter().copied())
+        .chain(series_lines.iter().flat_map(|(_, l)| l.iter().map(|p| p.3)))
         .chain(paper.iter().map(|p| p.2))
         .filter(|v| v.is_finite())
         .collect();
@@ -116,6 +120,10 @@ pub fn draw(results: &[Results], out: &Path) -> CliResult {
         (Chart::Bars, false) => bars(&plot_area, &caption, &ctx, lo..hi)?,
         (Chart::Bars, true) => bars(&plot_area, &caption, &ctx, (lo..hi).log_scale())?,
         (Chart::Line, log_y) => lines(&plot_area, &caption, &ctx, lo, hi, log_y)?,
+        (Chart::Timeseries, false) => timeseries(&plot_area, &caption, f, &series_lines, lo..hi)?,
+        (Chart::Timeseries, true) => {
+            timeseries(&plot_area, &caption, f, &series_lines, (lo..hi).log_scale())?
+        }
     }
     legend(&legend_area, f, !paper.is_empty())?;
     root.present().map_err(plot_error)?;
@@ -328,6 +336,68 @@ fn lines(
     Ok(())
 }
 
+fn timeseries<Y>(
+    area: &Area<'_>,
+    caption: &str,
+    f: &Figure,
+    series: &[(String, OverTime)],
+    y: Y,
+) -> CliResult
+where
+    Y: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
+    Y::CoordDescType: plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    let ts = series.iter().flat_map(|(_, l)| l.iter().map(|p| p.0));
+    let (t0, t1) = ts.fold((f64::MAX, f64::MIN), |(a, b), t| (a.min(t), b.max(t)));
+    let (t0, t1) = if t0 <= t1 { (t0, t1) } else { (0.0, 1.0) };
+    let pad = ((t1 - t0) * 0.03).max(0.05);
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", caption_size(caption)))
+        .margin(12)
+        .x_label_area_size(56)
+        .y_label_area_size(80)
+        .build_cartesian_2d((t0 - pad).max(0.0)..t1 + pad, y)
+        .map_err(plot_error)?;
+    // Seconds with as many decimals as the span needs (0.3 s, 2.5 s, 60 s).
+    let decimals = if t1 - t0 >= 5.0 {
+        0
+    } else if t1 - t0 >= 0.5 {
+        1
+    } else {
+        2
+    };
+    chart
+        .configure_mesh()
+        .x_desc(f.x.label.as_str())
+        .y_desc(f.y.label.as_str())
+        .x_label_formatter(&|v| format!("{v:.decimals$}"))
+        .y_label_formatter(&|v| fmt_num(*v))
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 15))
+        .draw()
+        .map_err(plot_error)?;
+    for (si, s) in f.series.iter().enumerate() {
+        let colour = COLOURS[si % COLOURS.len()];
+        let Some((_, line)) = series.iter().find(|(name, _)| *name == s.name) else {
+            continue;
+        };
+        chart
+            .draw_series(LineSeries::new(line.iter().map(|o| (o.0, o.1)), colour.stroke_width(2)))
+            .map_err(plot_error)?;
+        chart
+            .draw_series(line.iter().map(|o| Circle::new((o.0, o.1), 3, colour.filled())))
+            .map_err(plot_error)?;
+        chart
+            .draw_series(
+                line.iter()
+                    .filter(|o| o.3 > o.2)
+                    .map(|o| ErrorBar::new_vertical(o.0, o.2, o.1, o.3, colour.stroke_width(1), 6)),
+            )
+            .map_err(plot_error)?;
+    }
+    Ok(())
+}
+
 /// (median, min, max) of a cell with at least one value.
 fn stats(cell: &Cell) -> (f64, f64, f64) {
     let m = cell.median().unwrap_or(0.0);
@@ -355,8 +425,12 @@ fn legend(area: &Area<'_>, f: &Figure, with_paper: bool) -> CliResult {
         area.draw(&Text::new("paper's value", (36, y - 8), font.clone())).map_err(plot_error)?;
         y += 24;
     }
-    area.draw(&Text::new("bars/points: median;", (10, y + 8), ("sans-serif", 13).into_font()))
-        .map_err(plot_error)?;
+    let what = if f.chart == Chart::Timeseries {
+        "points: median per interval;"
+    } else {
+        "bars/points: median;"
+    };
+    area.draw(&Text::new(what, (10, y + 8), ("sans-serif", 13).into_font())).map_err(plot_error)?;
     area.draw(&Text::new("error bars: min–max", (10, y + 26), ("sans-serif", 13).into_font()))
         .map_err(plot_error)?;
     Ok(())

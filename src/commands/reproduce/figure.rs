@@ -63,6 +63,10 @@ pub enum Chart {
     Bars,
     /// One line per series over numeric x points.
     Line,
+    /// One line per series over the time of its run: the `y.column` of the
+    /// run's `zen bench` time series (`<run>.timeseries.csv`, measured
+    /// intervals) at each interval's `elapsed_s`. One x point: the run.
+    Timeseries,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -113,6 +117,10 @@ pub struct YAxis {
     pub label: String,
     /// Dotted path into the summary JSON, e.g. `summary.throughput_tps`.
     pub metric: String,
+    /// The time-series column drawn by a `timeseries` chart (e.g.
+    /// `throughput_tps`); `metric` still gives the report's per-run number.
+    #[serde(default)]
+    pub column: Option<String>,
     #[serde(default)]
     pub log: bool,
 }
@@ -358,6 +366,7 @@ fn validate(file: &Path, f: &Figure, planned: &Planned) -> Result<(), FigureErro
             return err(&format!("series[{i}].points"), format!("no x point `{p}`"));
         }
     }
+    validate_timeseries(file, f)?;
     let mut labels = BTreeSet::new();
     for (i, p) in f.x.points.iter().enumerate() {
         if !labels.insert(p.label.as_str()) {
@@ -446,6 +455,59 @@ fn validate(file: &Path, f: &Figure, planned: &Planned) -> Result<(), FigureErro
         if c.series == c.over {
             return err(&format!("compare[{i}].over"), "is the series itself".into());
         }
+    }
+    Ok(())
+}
+
+/// The time-series columns a `timeseries` chart may draw: the numeric
+/// columns of `zen bench`'s `<run>.timeseries.csv`.
+pub fn timeseries_columns() -> Vec<String> {
+    let header = zen_workload::report::timeseries_csv(&[]).unwrap_or_default();
+    header
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split(',')
+        .filter(|c| !c.is_empty() && *c != "phase" && *c != "exclusive_now")
+        .map(str::to_string)
+        .collect()
+}
+
+/// `y.column` belongs to a `timeseries` chart, which has one x point (the
+/// run) on a linear time axis.
+fn validate_timeseries(file: &Path, f: &Figure) -> Result<(), FigureError> {
+    let err = |field: &str, message: String| Err(FigureError::field(file, field, message));
+    if f.chart != Chart::Timeseries {
+        if f.y.column.is_some() {
+            return err(
+                "y.column",
+                "only a `timeseries` chart reads the time series (use `metric`)".into(),
+            );
+        }
+        return Ok(());
+    }
+    let columns = timeseries_columns();
+    match &f.y.column {
+        None => return err("y.column", "missing (a timeseries chart needs it)".into()),
+        Some(c) if !columns.contains(c) => {
+            return err(
+                "y.column",
+                format!("`{c}` is not a time-series column (known: {})", columns.join(", ")),
+            );
+        }
+        Some(_) => {}
+    }
+    if f.x.points.len() != 1 {
+        return err(
+            "x.points",
+            format!(
+                "a timeseries chart has one x point (the run; time is its x axis), not {}",
+                f.x.points.len()
+            ),
+        );
+    }
+    if f.x.log {
+        return err("x.log", "a timeseries chart's time axis is linear".into());
     }
     Ok(())
 }

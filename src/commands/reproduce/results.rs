@@ -64,6 +64,11 @@ pub struct RunRecord {
     pub metric: Option<f64>,
     /// The figure's `explain` fields read from the summary.
     pub explain: BTreeMap<String, f64>,
+    /// A `timeseries` chart's points: `[elapsed_s, y.column]` of every
+    /// measured interval of the run's time series (absent otherwise, and in
+    /// files written before it was recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeseries: Vec<[f64; 2]>,
     pub error: Option<String>,
 }
 
@@ -195,4 +200,43 @@ pub fn cells<'a>(
 /// A number from a summary JSON by dotted path (`summary.throughput_tps`).
 pub fn lookup(json: &serde_json::Value, path: &str) -> Option<f64> {
     path.split('.').try_fold(json, |v, key| v.get(key)).and_then(|v| v.as_f64())
+}
+
+/// One series' line over time: (elapsed s, median, min, max) per interval.
+pub type OverTime = Vec<(f64, f64, f64, f64)>;
+
+/// Each series' time series, its repetitions combined interval by interval
+/// (the i-th measured interval of every counted run: median time, median,
+/// minimum and maximum value). Counted runs are as in the report's cells:
+/// the successful uncontended ones, or all successful ones when every run
+/// of the series was contended.
+pub fn over_time(results: &[Results]) -> Vec<(String, OverTime)> {
+    let Some(first) = results.first() else { return Vec::new() };
+    first
+        .figure
+        .series
+        .iter()
+        .map(|s| {
+            let ok: Vec<&RunRecord> = results
+                .iter()
+                .flat_map(|r| &r.runs)
+                .filter(|r| r.series == s.name && r.ok() && !r.timeseries.is_empty())
+                .collect();
+            let clean: Vec<&RunRecord> = ok.iter().copied().filter(|r| !r.contended).collect();
+            let counted = if clean.is_empty() { ok } else { clean };
+            let n = counted.iter().map(|r| r.timeseries.len()).max().unwrap_or(0);
+            let line = (0..n)
+                .filter_map(|i| {
+                    let at: Vec<[f64; 2]> =
+                        counted.iter().filter_map(|r| r.timeseries.get(i).copied()).collect();
+                    let t = median(&at.iter().map(|p| p[0]).collect::<Vec<_>>())?;
+                    let ys: Vec<f64> = at.iter().map(|p| p[1]).collect();
+                    let lo = ys.iter().copied().reduce(f64::min)?;
+                    let hi = ys.iter().copied().reduce(f64::max)?;
+                    Some((t, median(&ys)?, lo, hi))
+                })
+                .collect();
+            (s.name.clone(), line)
+        })
+        .collect()
 }

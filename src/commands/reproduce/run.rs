@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::figure::Figure;
+use super::figure::{Chart, Figure};
 use super::results::{Results, RunRecord, lookup, utc_now};
 use crate::error::{CliError, CliResult};
 
@@ -144,13 +144,24 @@ fn run_one(
 ) -> CliResult<RunRecord> {
     let summary = runs_dir.join(format!("{name}.summary.json"));
     let stderr = runs_dir.join(format!("{name}.stderr.txt"));
+    // A timeseries run also writes its files (the time series among them)
+    // into a directory of its own; `args` (recorded, and compared on
+    // --resume) leaves that `--out` out.
+    let files = runs_dir.join(format!("{name}.files"));
+    let mut args = p.args.clone();
+    if figure.chart == Chart::Timeseries {
+        args.extend(["--out".to_string(), files.display().to_string()]);
+    }
     let mut tries = 0;
     loop {
         tries += 1;
+        if files.exists() {
+            std::fs::remove_dir_all(&files).map_err(|e| io_error(&files, e))?;
+        }
         let locks = take_locks(&o.locks)?;
         let load = LoadMeter::start();
         let started = Instant::now();
-        let outcome = spawn(exe, &p.args, &summary, &stderr, o.run_timeout);
+        let outcome = spawn(exe, &args, &summary, &stderr, o.run_timeout);
         let wall_s = started.elapsed().as_secs_f64();
         let other = load.other_cores(wall_s);
         drop(locks);
@@ -170,10 +181,25 @@ fn run_one(
             summary_file: None,
             metric: None,
             explain: Default::default(),
+            timeseries: Vec::new(),
             error,
         };
         if exit_code == Some(0) {
             read_summary(&mut record, &summary, figure, runs_dir);
+            if let Some(column) =
+                figure.y.column.as_deref().filter(|_| figure.chart == Chart::Timeseries)
+            {
+                match read_timeseries(&files, column) {
+                    Ok(points) if points.is_empty() => {
+                        record.error = Some(format!(
+                            "{}: the time series has no measured interval (is `--interval` shorter than `--duration`?)",
+                            files.display()
+                        ));
+                    }
+                    Ok(points) => record.timeseries = points,
+                    Err(e) => record.error = Some(e),
+                }
+            }
         } else if record.error.is_none() {
             record.error = Some(last_line(&stderr));
         }
@@ -205,6 +231,43 @@ fn read_summary(record: &mut RunRecord, summary: &Path, figure: &Figure, runs_di
         }
         Err(e) => record.error = Some(format!("{}: {e}", summary.display())),
     }
+}
+
+/// `[elapsed_s, column]` of every measured interval of the one
+/// `*.timeseries.csv` in `dir` (no field of it is quoted: numbers, a phase
+/// word and a boolean).
+fn read_timeseries(dir: &Path, column: &str) -> Result<Vec<[f64; 2]>, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let csvs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".timeseries.csv"))
+        .collect();
+    let [path] = csvs.as_slice() else {
+        return Err(format!("{}: {} time-series files, not one", dir.display(), csvs.len()));
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let at = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| format!("{}: no column `{name}`", path.display()))
+    };
+    let (t, y, phase) = (at("elapsed_s")?, at(column)?, at("phase")?);
+    let mut out = Vec::new();
+    for (i, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let fields: Vec<&str> = line.split(',').collect();
+        let number = |k: usize| {
+            fields.get(k).and_then(|v| v.parse::<f64>().ok()).ok_or_else(|| {
+                format!("{}: row {}: column {} is not a number", path.display(), i + 2, header[k])
+            })
+        };
+        if fields.get(phase) == Some(&"measure") {
+            out.push([number(t)?, number(y)?]);
+        }
+    }
+    Ok(out)
 }
 
 fn last_line(path: &Path) -> String {

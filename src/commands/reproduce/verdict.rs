@@ -18,8 +18,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::figure::{Claim, Direction, Figure};
-use super::results::{Cell, Results, RunRecord, cells, median};
+use super::figure::{Chart, Claim, Direction, Figure};
+use super::results::{Cell, Results, RunRecord, cells, median, over_time};
 
 /// A step against a trend smaller than this share of the previous value is noise.
 pub const TREND_NOISE: f64 = 0.05;
@@ -254,6 +254,8 @@ pub fn figure_section(r: &Results, svg: Option<&str>, level: usize) -> (String, 
     let points: Vec<String> = f.points(&r.scale).iter().map(|p| p.label.clone()).collect();
     let cells = cells([r]);
     let verdict = judge(f, &points, &cells);
+    // A timeseries figure's one x point is the run; its x axis is time.
+    let x_head = if f.chart == Chart::Timeseries { "run" } else { f.x.label.as_str() };
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -292,8 +294,8 @@ pub fn figure_section(r: &Results, svg: Option<&str>, level: usize) -> (String, 
         if f.is_study() { ("", "") } else { (" paper | ours ÷ paper |", " --- | --- |") };
     let _ = writeln!(
         s,
-        "| {} | series | ours: {} (median) | min–max | runs |{paper_head}",
-        f.x.label, f.y.label
+        "| {x_head} | series | ours: {} (median) | min–max | runs |{paper_head}",
+        f.y.label
     );
     let _ = writeln!(s, "| --- | --- | --- | --- | --- |{paper_rule}");
     for p in &points {
@@ -335,6 +337,9 @@ pub fn figure_section(r: &Results, svg: Option<&str>, level: usize) -> (String, 
             );
         }
     }
+    if f.chart == Chart::Timeseries {
+        s.push_str(&over_time_table(r));
+    }
     if !verdict.claims.is_empty() {
         let _ = writeln!(s, "\n| paper's claim | paper | ours | holds | where |");
         let _ = writeln!(s, "| --- | --- | --- | --- | --- |");
@@ -354,7 +359,7 @@ pub fn figure_section(r: &Results, svg: Option<&str>, level: usize) -> (String, 
             "\nRatios of {} (median of the ratios of runs of the same repetition; each repetition's):\n",
             f.y.label
         );
-        let _ = writeln!(s, "| {} | ratio | median | repetitions |", f.x.label);
+        let _ = writeln!(s, "| {x_head} | ratio | median | repetitions |");
         let _ = writeln!(s, "| --- | --- | --- | --- |");
         for c in &f.compare {
             for p in &points {
@@ -374,7 +379,7 @@ pub fn figure_section(r: &Results, svg: Option<&str>, level: usize) -> (String, 
     if !f.explain.is_empty() {
         let _ =
             writeln!(s, "\nCounters that explain a difference (medians of the runs counted):\n");
-        let _ = writeln!(s, "| {} | series | {} |", f.x.label, f.explain.join(" | "));
+        let _ = writeln!(s, "| {x_head} | series | {} |", f.explain.join(" | "));
         let _ = writeln!(s, "| --- | --- |{}", " --- |".repeat(f.explain.len()));
         for p in &points {
             for series in &f.series {
@@ -415,6 +420,40 @@ pub fn figure_section(r: &Results, svg: Option<&str>, level: usize) -> (String, 
         }
     );
     (s, verdict)
+}
+
+/// A timeseries figure's lines in numbers: per series the measured
+/// intervals, and the lowest and highest (medians of the repetitions
+/// interval by interval, as drawn) with their time.
+fn over_time_table(r: &Results) -> String {
+    let f = &r.figure;
+    let column = f.y.column.as_deref().unwrap_or("");
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\nTime series (`{column}` of every measured interval, median of the repetitions interval by interval):\n"
+    );
+    let _ =
+        writeln!(s, "| series | intervals | lowest ({}) | at (s) | highest | at (s) |", f.y.label);
+    let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- |");
+    for (name, line) in over_time(std::slice::from_ref(r)) {
+        let low = line.iter().min_by(|a, b| a.1.total_cmp(&b.1));
+        let high = line.iter().max_by(|a, b| a.1.total_cmp(&b.1));
+        let (Some(low), Some(high)) = (low, high) else {
+            let _ = writeln!(s, "| {name} | 0 | – | – | – | – |");
+            continue;
+        };
+        let _ = writeln!(
+            s,
+            "| {name} | {} | {} | {:.2} | {} | {:.2} |",
+            line.len(),
+            fmt_num(low.1),
+            low.0,
+            fmt_num(high.1),
+            high.0
+        );
+    }
+    s
 }
 
 pub fn paper_name(paper: &str) -> &str {

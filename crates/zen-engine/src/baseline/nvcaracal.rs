@@ -211,6 +211,24 @@ struct Prepared<'a> {
 /// A transaction's serial id, result and waits, from an execution thread.
 type Ran = (usize, Result<Vec<u8>>, u64);
 
+/// `f(w)` for workers `0..n`, results in worker order: inline when `n == 1`,
+/// else each on a scoped thread of its own (every parallel phase of an
+/// epoch: init, execution, persist, the cached versions' commit, major GC).
+/// A panicking worker's panic is resumed on the caller.
+fn on_workers<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    if n == 1 {
+        return vec![f(0)];
+    }
+    std::thread::scope(|s| {
+        let f = &f;
+        let handles: Vec<_> = (0..n).map(|w| s.spawn(move || f(w))).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
+    })
+}
+
 /// An index change applied once the epoch is durable: table, key, the new
 /// place of the row, the row it replaces (`old`), and, for a table with
 /// secondary indexes, the new row's bytes and, when the epoch read it, the
@@ -584,16 +602,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         });
         let base = |(table, key): Key| tables[table as usize].index.read().get(&key).copied();
         let writes = |sid: usize| prepared[sid].writes.as_slice();
-        if n == 1 {
-            building.init_thread(0, txns.len(), writes, &base);
-        } else {
-            std::thread::scope(|s| {
-                for w in 0..n {
-                    let (building, base) = (&building, &base);
-                    s.spawn(move || building.init_thread(w, txns.len(), writes, base));
-                }
-            });
-        }
+        on_workers(n, |w| building.init_thread(w, txns.len(), writes, &base));
         let rows = building.freeze();
         stats.versions = rows.versions();
         stats.split_rows = rows.split_rows();
@@ -612,35 +621,18 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         };
         let mut results: Vec<Option<Result<Vec<u8>>>> = (0..txns.len()).map(|_| None).collect();
         let mut waits = 0;
-        if n == 1 {
-            for (sid, slot) in results.iter_mut().enumerate() {
-                let (r, w) = ctx.execute(sid, lead);
-                *slot = Some(r);
-                waits += w;
-            }
-        } else {
-            let per: Vec<Vec<Ran>> = std::thread::scope(|s| {
-                let handles: Vec<_> = (0..n)
-                    .map(|w| {
-                        let ctx = &ctx;
-                        let thread = threads[w];
-                        s.spawn(move || {
-                            (w..txns.len())
-                                .step_by(n)
-                                .map(|sid| {
-                                    let (r, waits) = ctx.execute(sid, thread);
-                                    (sid, r, waits)
-                                })
-                                .collect()
-                        })
-                    })
-                    .collect();
-                handles.into_iter().map(|h| h.join().expect("an epoch thread panicked")).collect()
-            });
-            for (sid, r, w) in per.into_iter().flatten() {
-                results[sid] = Some(r);
-                waits += w;
-            }
+        let per: Vec<Vec<Ran>> = on_workers(n, |w| {
+            (w..txns.len())
+                .step_by(n)
+                .map(|sid| {
+                    let (r, waits) = ctx.execute(sid, threads[w]);
+                    (sid, r, waits)
+                })
+                .collect()
+        });
+        for (sid, r, w) in per.into_iter().flatten() {
+            results[sid] = Some(r);
+            waits += w;
         }
         stats.waits = waits;
         stats.exec_us = started.elapsed().as_secs_f64() * 1e6;
@@ -656,19 +648,8 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             self.mark_epoch(lead, epoch);
         }
         self.note(lead, EpochPhase::RowPersist);
-        let changes: Vec<Result<(Vec<Change>, u64)>> = if n == 1 {
-            vec![self.persist_rows(&tables, &rows, 0, 1, epoch, lead)]
-        } else {
-            std::thread::scope(|s| {
-                let handles: Vec<_> = (0..n)
-                    .map(|w| {
-                        let (tables, rows, thread) = (&tables, &rows, threads[w]);
-                        s.spawn(move || self.persist_rows(tables, rows, w, n, epoch, thread))
-                    })
-                    .collect();
-                handles.into_iter().map(|h| h.join().expect("a persist thread panicked")).collect()
-            })
-        };
+        let changes: Vec<Result<(Vec<Change>, u64)>> =
+            on_workers(n, |w| self.persist_rows(&tables, &rows, w, n, epoch, threads[w]));
         let mut all = Vec::new();
         for c in changes {
             let (c, minor) = c?;
@@ -768,16 +749,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             });
             self.cache.commit(s, epoch, changes);
         };
-        if n == 1 {
-            (0..versions::SHARDS).for_each(shard);
-        } else {
-            std::thread::scope(|scope| {
-                for w in 0..n {
-                    let shard = &shard;
-                    scope.spawn(move || (w..versions::SHARDS).step_by(n).for_each(shard));
-                }
-            });
-        }
+        on_workers(n, |w| (w..versions::SHARDS).step_by(n).for_each(&shard));
     }
 
     /// The major collector (minor GC off; NVCaracal §4.4): in the init
@@ -818,20 +790,8 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             return 0;
         }
         let per = slots.len().div_ceil(threads.len());
-        if threads.len() == 1 || per == slots.len() {
-            return collect(slots, threads[0]);
-        }
-        std::thread::scope(|s| {
-            let handles: Vec<_> = slots
-                .chunks(per)
-                .zip(threads)
-                .map(|(part, &thread)| {
-                    let collect = &collect;
-                    s.spawn(move || collect(part, thread))
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().expect("a GC thread panicked")).sum()
-        })
+        let parts: Vec<&[(u32, u64)]> = slots.chunks(per).collect();
+        on_workers(parts.len(), |w| collect(parts[w], threads[w])).into_iter().sum()
     }
 
     /// Persist the final versions of rows `w, w + n, …`; one fence. Each

@@ -37,9 +37,11 @@
 
 mod ordered;
 mod point;
+mod rids;
 mod secondary;
 pub use ordered::OrderedSet;
 pub use point::PointIndex;
+pub use rids::{RID_BLOCK, RecordIds};
 pub use secondary::{
     MAX_SECONDARY_KEY_BYTES, SecondaryIndex, maintain as maintain_secondary,
     removes_an_entry as secondary_removes_an_entry,

@@ -10,9 +10,10 @@
 //! Secondary indexes map (column bytes ‖ primary key) and are maintained at
 //! install.
 
+use crate::index::RecordIds;
 pub use crate::index::{PrimaryIndex, SecondaryIndex};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 use crate::sched::Mutex;
 
@@ -31,21 +32,22 @@ const RECORD_CHUNKS: usize = 1 << 16;
 /// The location words of a table's records, addressed by record id.
 pub struct Records {
     chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
-    next: AtomicU64,
+    /// Record ids, in per-thread blocks (`index/rids.rs`): an insert takes
+    /// its id without a shared write.
+    ids: RecordIds,
 }
 
 impl Records {
     fn new() -> Records {
         Records {
             chunks: (0..RECORD_CHUNKS).map(|_| OnceLock::new()).collect(),
-            next: AtomicU64::new(0),
+            ids: RecordIds::new((RECORD_CHUNK * RECORD_CHUNKS) as u64),
         }
     }
 
     /// A new record id with an empty location.
     pub fn allocate(&self) -> Option<u64> {
-        let id = self.next.fetch_add(1, Ordering::AcqRel);
-        (id < (RECORD_CHUNK * RECORD_CHUNKS) as u64).then_some(id)
+        self.ids.allocate()
     }
 
     #[inline]
@@ -55,8 +57,9 @@ impl Records {
         &chunk[id as usize % RECORD_CHUNK]
     }
 
+    /// Record ids reserved so far: every record id is below it.
     pub fn count(&self) -> u64 {
-        self.next.load(Ordering::Acquire)
+        self.ids.reserved()
     }
 }
 

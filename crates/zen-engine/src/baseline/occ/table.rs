@@ -20,7 +20,7 @@
 //! key at install and an insert links it under the record's lock, which is
 //! what makes the commit-time re-scan of a range a complete phantom check.
 
-use crate::index::{PrimaryIndex, SecondaryIndex};
+use crate::index::{PrimaryIndex, RecordIds, SecondaryIndex};
 use std::ops::RangeInclusive;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -84,71 +84,20 @@ impl Default for Record {
 /// The records of a table, addressed by record id, in lazily allocated chunks.
 pub struct Records {
     chunks: ChunkDir<Box<[Record]>>,
-    /// Record ids reserved so far (by blocks, see [`RID_BLOCK`]).
-    next: AtomicU64,
-    /// This table's entry in a thread's block cache (unique per process).
-    instance: u64,
+    /// Record ids, in per-thread blocks (`index/rids.rs`).
+    ids: RecordIds,
 }
 
-/// Record ids a thread reserves from a table at a time. Inserts then take
-/// their ids from the thread's block without a shared write, and one
-/// worker's new records fill whole lines instead of interleaving with the
-/// other workers' (every insert of every worker used to `fetch_add` the
-/// table's one counter: TPC-C's order lines are 15 per New-Order).
-pub const RID_BLOCK: u64 = 64;
-/// Most tables a thread keeps a block of; the block of the least recently
-/// added table is given up (its unused ids stay unused) past this.
-const BLOCKS_PER_THREAD: usize = 16;
 const MAX_RECORDS: u64 = (RECORD_CHUNK * MAX_CHUNKS) as u64;
-
-static RECORDS_INSTANCES: AtomicU64 = AtomicU64::new(0);
-
-/// A thread's current block of one table's record ids.
-struct Block {
-    instance: u64,
-    next: u64,
-    end: u64,
-}
-
-thread_local! {
-    static BLOCKS: std::cell::RefCell<Vec<Block>> = const { std::cell::RefCell::new(Vec::new()) };
-}
 
 impl Records {
     fn new() -> Records {
-        Records {
-            chunks: ChunkDir::default(),
-            next: 0.into(),
-            instance: RECORDS_INSTANCES.fetch_add(1, Ordering::Relaxed),
-        }
+        Records { chunks: ChunkDir::default(), ids: RecordIds::new(MAX_RECORDS) }
     }
 
-    /// A new, absent record, from this thread's block of the table's ids;
-    /// `None` when the table has 2^30 records. Ids are unique, not dense: a
-    /// block a thread gives up leaves its unused ids unused.
+    /// A new, absent record; `None` when the table has 2^30 records.
     fn allocate(&self) -> Option<u64> {
-        BLOCKS.with_borrow_mut(|blocks| {
-            let at = match blocks.iter().position(|b| b.instance == self.instance) {
-                Some(at) => at,
-                None => {
-                    if blocks.len() == BLOCKS_PER_THREAD {
-                        blocks.remove(0);
-                    }
-                    blocks.push(Block { instance: self.instance, next: 0, end: 0 });
-                    blocks.len() - 1
-                }
-            };
-            let b = &mut blocks[at];
-            if b.next == b.end {
-                let start = self.next.fetch_add(RID_BLOCK, Ordering::AcqRel);
-                if start >= MAX_RECORDS {
-                    return None;
-                }
-                (b.next, b.end) = (start, (start + RID_BLOCK).min(MAX_RECORDS));
-            }
-            b.next += 1;
-            Some(b.next - 1)
-        })
+        self.ids.allocate()
     }
 
     #[inline]
@@ -161,7 +110,7 @@ impl Records {
 
     /// Record ids reserved so far: every record id is below it.
     pub fn count(&self) -> u64 {
-        self.next.load(Ordering::Acquire).min(MAX_RECORDS)
+        self.ids.reserved()
     }
 }
 
@@ -315,6 +264,7 @@ impl DramRows {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::RID_BLOCK;
     use std::collections::HashSet;
 
     #[test]

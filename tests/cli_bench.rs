@@ -306,6 +306,13 @@ fn tpcc_on_nvcaracal_runs_one_shot_epochs_with_reconnaissance_and_its_check_pass
     if epochs["epochs"].as_u64().unwrap() >= 2 {
         assert!(epochs["gc_minor"].as_u64().unwrap() > 0, "minor GC is on: {epochs}");
     }
-    assert_eq!(epochs["gc_major"], 0, "{epochs}");
+    // TPC-C's large rows (customer, stock, …) do not fit a 256-byte
+    // persistent row's inline heap: they are in the value pool, and the
+    // major collector deletes their stale versions (freeing their values).
+    if epochs["epochs"].as_u64().unwrap() >= 2 {
+        assert!(epochs["gc_major"].as_u64().unwrap() > 0, "{epochs}");
+        assert!(epochs["values_freed"].as_u64().unwrap() > 0, "{epochs}");
+    }
+    assert!(epochs["values_allocated"].as_u64().unwrap() > 0, "{epochs}");
     assert!(json["summary"]["throughput_tps"].as_f64().unwrap() > 0.0, "{json}");
 }

@@ -84,9 +84,10 @@ fn one_shot_epochs_recover_to_the_serial_replay_of_the_durable_epochs() {
         assert!(e.recovered_unacked > 0, "{e:?}");
         assert!(e.recovered_to_epoch.len() >= 3, "{e:?}");
         // Per row the paper's collector (the default 256-byte persistent
-        // rows): TPC-C's small rows (district, warehouse) are inline and
-        // collected by final writes in the row-persist phase; its large ones
-        // (customer, stock: over the 104-byte inline heap) are in the value
+        // rows): TPC-C's small rows (warehouse: 101 bytes; orders, order
+        // lines, …) are inline and collected by final writes in the
+        // row-persist phase; its larger ones (district 113, stock 318,
+        // customer 691 bytes: over the 104-byte inline heap) are in the value
         // pool and collected by the major collector in the init phase, where
         // crash points lie too (inside the collection and the fence that
         // persists the values' deletions before execution). SmallBank's
@@ -94,7 +95,7 @@ fn one_shot_epochs_recover_to_the_serial_replay_of_the_durable_epochs() {
         // is pooled).
         match workload {
             CrashWorkload::Tpcc => {
-                assert!(e.gc_minor > 0, "TPC-C rewrites its districts every epoch: {e:?}");
+                assert!(e.gc_minor > 0, "TPC-C rewrites its warehouses every epoch: {e:?}");
                 assert!(e.gc_major > 0 && phase(e, "init") > 0, "pooled TPC-C rows: {e:?}");
             }
             CrashWorkload::SmallBank => assert!(e.gc_minor > 0, "{e:?}"),

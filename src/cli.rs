@@ -171,6 +171,14 @@ pub struct EngineArgs {
     /// epoch's rows in the next epoch's init phase instead.
     #[arg(long)]
     pub nvcaracal_minor_gc: Option<String>,
+    /// nvcaracal: bytes of a persistent row (a multiple of 64, default
+    /// 256, the paper's): rows that fit a version's inline heap
+    /// ((R - 16) / 2 - 16 bytes: 104 at 256) stay inline, larger ones go
+    /// to the table's persistent value pool and always use the major
+    /// collector; 0: inline-only (every version in its slot, sized to the
+    /// row). Used when the pool is created.
+    #[arg(long)]
+    pub nvcaracal_row_bytes: Option<u64>,
 }
 
 /// How the driver runs and reports.

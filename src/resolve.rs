@@ -236,6 +236,7 @@ pub fn engine_config(args: &EngineArgs, request: EngineRequest) -> CliResult<Eng
             &args.nvcaracal_minor_gc,
             defaults.nvcaracal_minor_gc,
         )?,
+        nvcaracal_row_bytes: args.nvcaracal_row_bytes.unwrap_or(defaults.nvcaracal_row_bytes),
         // Every command carries every workload's one-shot procedures, so a
         // deterministic engine's pool replays under any of them.
         procedures: zen_workload::oneshot::procedures(),

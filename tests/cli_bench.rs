@@ -300,12 +300,20 @@ fn tpcc_on_nvcaracal_runs_one_shot_epochs_with_reconnaissance_and_its_check_pass
     assert_eq!(epochs["resubmitted"], 0, "{epochs}");
     assert!(epochs["recon_us"].as_f64().unwrap() > 0.0, "{epochs}");
     assert!(epochs["cache_hits"].as_u64().unwrap() > 0, "cached versions are on by default");
-    // From the second epoch on, the districts every epoch writes have two
-    // versions, and minor GC (on by default) deletes the stale one (a
+    // From the second epoch on, the warehouse every epoch writes (101
+    // bytes, inline) has two versions, and minor GC (on by default)
+    // deletes the stale one (a
     // loaded machine may run only one epoch in 150 ms).
     if epochs["epochs"].as_u64().unwrap() >= 2 {
         assert!(epochs["gc_minor"].as_u64().unwrap() > 0, "minor GC is on: {epochs}");
     }
-    assert_eq!(epochs["gc_major"], 0, "{epochs}");
+    // TPC-C's larger rows (district, customer, stock) do not fit a 256-byte
+    // persistent row's inline heap: they are in the value pool, and the
+    // major collector deletes their stale versions (freeing their values).
+    if epochs["epochs"].as_u64().unwrap() >= 2 {
+        assert!(epochs["gc_major"].as_u64().unwrap() > 0, "{epochs}");
+        assert!(epochs["values_freed"].as_u64().unwrap() > 0, "{epochs}");
+    }
+    assert!(epochs["values_allocated"].as_u64().unwrap() > 0, "{epochs}");
     assert!(json["summary"]["throughput_tps"].as_f64().unwrap() > 0.0, "{json}");
 }

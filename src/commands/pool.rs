@@ -150,6 +150,7 @@ fn pool_engine_config(p: &PoolArgs, command: &str) -> CliResult<EngineConfig> {
         nvcaracal_cached_versions: None,
         nvcaracal_cache_epochs: None,
         nvcaracal_minor_gc: None,
+        nvcaracal_row_bytes: None,
     };
     let request =
         EngineRequest { pool: Some(p.pool.clone()), create: false, threads: 1, data_bytes: 0 };

@@ -266,16 +266,22 @@ pub enum BaselineFault {
     /// nvcaracal: the epoch's input log is neither flushed nor fenced
     /// before its seal and execution (its bytes may never reach NVM).
     NvcaracalInputLogUnpersisted,
+    /// nvcaracal: the major collector's deletions of pooled versions are
+    /// neither flushed nor fenced before execution, yet their values join
+    /// the value pool's free list and are reused in the epoch (the free
+    /// list not persisted before execution).
+    NvcaracalValueFreeUnpersisted,
 }
 
 impl BaselineFault {
-    pub const ALL: [BaselineFault; 6] = [
+    pub const ALL: [BaselineFault; 7] = [
         BaselineFault::WalAckBeforeFlush,
         BaselineFault::WblAckBeforeRecord,
         BaselineFault::FalconRecordUnflushed,
         BaselineFault::FalconSealAfterInstall,
         BaselineFault::NvcaracalEpochMarkFirst,
         BaselineFault::NvcaracalInputLogUnpersisted,
+        BaselineFault::NvcaracalValueFreeUnpersisted,
     ];
 
     /// The engine whose code path the fault breaks.
@@ -287,7 +293,8 @@ impl BaselineFault {
                 EngineKind::Falcon
             }
             BaselineFault::NvcaracalEpochMarkFirst
-            | BaselineFault::NvcaracalInputLogUnpersisted => EngineKind::Nvcaracal,
+            | BaselineFault::NvcaracalInputLogUnpersisted
+            | BaselineFault::NvcaracalValueFreeUnpersisted => EngineKind::Nvcaracal,
         }
     }
 }
@@ -430,6 +437,13 @@ pub struct EngineConfig {
     /// write per updated row), so every final write finds an empty
     /// version (default on, as in the paper for inline versions).
     pub nvcaracal_minor_gc: bool,
+    /// nvcaracal: bytes of a persistent row (NVCaracal §5.3; default 256,
+    /// the paper's): two versions of (R - 16) / 2 bytes each, whose inline
+    /// heap holds a row that fits, else an offset into the table's
+    /// persistent value pool (§5.5). 0: inline-only (every version inline,
+    /// the slot sized to the row). Recorded in the pool at creation; a
+    /// reopen uses the pool's.
+    pub nvcaracal_row_bytes: u64,
     /// nvcaracal: the stored procedures one-shot transactions name (and
     /// recovery replays); the built-in `apply` is always there.
     #[serde(skip)]
@@ -499,6 +513,7 @@ impl Default for EngineConfig {
             nvcaracal_cached_versions: true,
             nvcaracal_cache_epochs: 20,
             nvcaracal_minor_gc: true,
+            nvcaracal_row_bytes: 256,
             procedures: crate::det::Procedures::default(),
             baseline_fault: None,
             race_fault: None,
@@ -684,6 +699,7 @@ impl EngineConfig {
                 self.nvcaracal_log_bytes
             ));
         }
+        crate::baseline::nvcaracal::layout::check_row_bytes(self.nvcaracal_row_bytes)?;
         if self.nvcaracal_dram_budget_bytes < 64 << 10 {
             return bad(format!(
                 "--nvcaracal-dram-budget {} is below 64 KiB",

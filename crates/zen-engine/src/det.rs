@@ -191,8 +191,14 @@ pub struct EpochStats {
     /// found two versions in the row's slot and overwrote the older.
     pub gc_minor: u64,
     /// Stale versions deleted by the major collector in the init phase
-    /// (the rows the previous epoch wrote; minor GC off).
+    /// (the rows the previous epoch wrote whose stale version is in the
+    /// value pool, or every such row with minor GC off).
     pub gc_major: u64,
+    /// Persistent values (nvcaracal's value pool, rows that do not fit the
+    /// inline heap) allocated by the epoch's final writes, and freed by its
+    /// major collector.
+    pub values_allocated: u64,
+    pub values_freed: u64,
     pub log_us: f64,
     pub init_us: f64,
     pub exec_us: f64,

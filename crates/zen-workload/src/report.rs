@@ -398,9 +398,11 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "epoch gc          {} stale versions deleted by the minor collector (at the final write) · {} by the major collector (init phase) · {:.0} NVM bytes written per commit",
+            "epoch gc          {} stale versions deleted by the minor collector (at the final write) · {} by the major collector (init phase) · {} values allocated, {} freed (value pool) · {:.0} NVM bytes written per commit",
             group(e.gc_minor),
             group(e.gc_major),
+            group(e.values_allocated),
+            group(e.values_freed),
             e.nvm_bytes_written_per_commit
         );
         if e.log_cuts > 0 {

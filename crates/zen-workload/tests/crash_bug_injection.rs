@@ -167,6 +167,28 @@ fn baseline_case(fault: BaselineFault) -> Case {
         // survives without the inputs, and recovery cannot replay the
         // epoch (a typed error); the lint sees the unflushed log too.
         BaselineFault::NvcaracalInputLogUnpersisted => Case { intended: Check::Recovery, ..case },
+        // nvcaracal's major collector frees a pooled value (4 KiB blobs do
+        // not fit a 256-byte row's inline heap) without persisting the
+        // deletion, and the epoch reuses the value: blob 1's slot holds two
+        // versions after the warm-up, so the init phase of the epoch that
+        // inserts blob 2 frees blob 1's stale value and blob 2 takes it.
+        // An image that loses the unflushed deletion has the value named
+        // twice (the free list was not persisted before execution):
+        // recovery refuses the pool (`Corrupt`); the acknowledgement with
+        // the deletion pending is the lint, asserted on the side.
+        BaselineFault::NvcaracalValueFreeUnpersisted => Case {
+            script: Script {
+                blobs: true,
+                warm: vec![vec![(2, 1, Some(1), true)], vec![(2, 1, Some(2), false)]],
+                ..Script::one(
+                    "value-free",
+                    vec![vec![(2, 2, Some(3), true)], vec![(0, 3, Some(7), false)]],
+                )
+            },
+            modes: vec![(CrashMode::Strict, 64), (CrashMode::Paranoid, 16)],
+            intended: Check::Recovery,
+            ..case
+        },
         _ => case,
     }
 }

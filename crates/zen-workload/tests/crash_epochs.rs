@@ -83,11 +83,23 @@ fn one_shot_epochs_recover_to_the_serial_replay_of_the_durable_epochs() {
         // before it) and kept (replayed from its logged inputs, or marked).
         assert!(e.recovered_unacked > 0, "{e:?}");
         assert!(e.recovered_to_epoch.len() >= 3, "{e:?}");
-        // The minor collector (on by default) ran in the recorded epochs'
-        // row-persist phases, which the crash points above cut through.
-        assert_eq!(e.gc_major, 0, "{e:?}");
-        if workload == CrashWorkload::Tpcc {
-            assert!(e.gc_minor > 0, "TPC-C rewrites its districts every epoch: {e:?}");
+        // Per row the paper's collector (the default 256-byte persistent
+        // rows): TPC-C's small rows (warehouse: 101 bytes; orders, order
+        // lines, …) are inline and collected by final writes in the
+        // row-persist phase; its larger ones (district 113, stock 318,
+        // customer 691 bytes: over the 104-byte inline heap) are in the value
+        // pool and collected by the major collector in the init phase, where
+        // crash points lie too (inside the collection and the fence that
+        // persists the values' deletions before execution). SmallBank's
+        // rows are inline (only the driver's spec row, in its meta table,
+        // is pooled).
+        match workload {
+            CrashWorkload::Tpcc => {
+                assert!(e.gc_minor > 0, "TPC-C rewrites its warehouses every epoch: {e:?}");
+                assert!(e.gc_major > 0 && phase(e, "init") > 0, "pooled TPC-C rows: {e:?}");
+            }
+            CrashWorkload::SmallBank => assert!(e.gc_minor > 0, "{e:?}"),
+            _ => {}
         }
     }
     assert!(violations.is_empty(), "{} violations:\n{}", violations.len(), violations.join("\n"));
@@ -120,6 +132,30 @@ fn epochs_with_the_major_collector_recover_to_the_serial_replay() {
         for p in ["input-log", "seal", "init", "row-persist", "epoch-mark"] {
             assert!(phase(e, p) > 0, "{}: no crash point in phase {p}: {e:?}", workload.name());
         }
+        assert!(e.recovered_unacked > 0, "{e:?}");
+    }
+    assert!(violations.is_empty(), "{} violations:\n{}", violations.len(), violations.join("\n"));
+}
+
+/// Inline-only rows (`nvcaracal_row_bytes` 0: no value pool, every
+/// version in its slot): the minor collector alone with minor GC on, and
+/// the same recoveries as with the pool.
+#[test]
+fn inline_only_epochs_recover_to_the_serial_replay() {
+    let mut violations = Vec::new();
+    for (workload, mode, threads) in
+        [(CrashWorkload::Tpcc, CrashMode::Strict, 2), (CrashWorkload::Tpcc, CrashMode::Eadr, 1)]
+    {
+        let mut cfg = epochs(workload, mode, threads);
+        cfg.tuning.nvcaracal_row_bytes = Some(0);
+        let report = run(&cfg);
+        if !report.passed() {
+            violations.push(report.summary_line());
+            continue;
+        }
+        let e = report.epochs.as_ref().expect("an epoch campaign reports its epochs");
+        assert!(report.lint_errors == 0 && report.nested.recoveries > 0, "{report:?}");
+        assert!(e.gc_minor > 0 && e.gc_major == 0, "inline rows, minor GC on: {e:?}");
         assert!(e.recovered_unacked > 0, "{e:?}");
     }
     assert!(violations.is_empty(), "{} violations:\n{}", violations.len(), violations.join("\n"));

@@ -7,10 +7,14 @@
 //!   DRAM   per table an ordered index key → (slot, newest version, its
 //!          epoch), its secondary indexes (over the committed rows; rebuilt
 //!          from the rows by recovery) and the slot allocator (free list +
-//!          bump over pages); during an epoch the version arrays
-//!          (transient versions)
-//!   NVM    catalog; meta page (durable epoch, log seal, log pages); the
-//!          input log; per row ONE dual-version slot (`nvcaracal/layout.rs`)
+//!          bump over pages), the value pool's allocator (free list + bump
+//!          over value pages; rebuilt from the slots by recovery); during
+//!          an epoch the version arrays (transient versions)
+//!   NVM    catalog; meta page (durable epoch, log seal, persistent row
+//!          size R, log pages); the input log; per row ONE dual-version
+//!          slot of R bytes (`nvcaracal/layout.rs`), whose versions hold
+//!          the row inline or, when it does not fit the inline heap, the
+//!          offset of a value in the table's persistent value pool
 //! ```
 //!
 //! AN EPOCH (`run_epoch`; one at a time, under the sequencer lock)
@@ -19,9 +23,11 @@
 //!             written to the log pages, flushed, ONE fence; then the seal
 //!             word = e, persisted (the inputs are durable before anything
 //!             of the epoch runs)
-//!   init      with minor GC off, the major collector: the stale version
-//!             of every slot the last epoch wrote is deleted (epoch word
-//!             zeroed, flushed; one fence per thread); cached versions
+//!   init      the major collector: the stale version of every slot the
+//!             last epoch wrote in a pooled table (with minor GC off, in
+//!             every table) is deleted (epoch word zeroed, flushed; one
+//!             fence per thread), then the deleted versions' values are
+//!             free (the paper's non-revertible GC frees); cached versions
 //!             unused in K epochs evicted; then
 //!             N threads (txn i on thread i mod N): for every declared
 //!             write a pending version in the row's version array, sorted
@@ -61,9 +67,9 @@
 //! cached version (NVCaracal §4.2; `nvcaracal/cache.rs`) or reads NVM and
 //! caches it.
 //!
-//! WHAT IT DOES NOT DO (`docs/design/nvcaracal.md`): no
-//! out-of-row value pool (every version is inline in its slot, whatever
-//! the row size). Secondary indexes are DRAM only and describe the last
+//! WHAT IT DOES NOT DO (`docs/design/nvcaracal.md`): the value pool's
+//! free list is not persisted (recovery computes it from the slots).
+//! Secondary indexes are DRAM only and describe the last
 //! durable epoch: procedures cannot use them inside an epoch; a workload
 //! reads them (and scans) as reconnaissance before it submits the epoch
 //! (`zen_workload::oneshot::tpcc`).
@@ -116,8 +122,8 @@ pub struct RowRef {
     pub epoch: u64,
 }
 
-/// Slot allocator of a table: free slots (with the older version of each)
-/// and a bump pointer over the table's last page.
+/// Slot (or value) allocator of a table: free slots (with the older
+/// version of each) and a bump pointer over the table's last page.
 #[derive(Debug, Default)]
 struct Alloc {
     free: Vec<u64>,
@@ -132,6 +138,8 @@ pub struct Table {
     pub id: u32,
     pub row: usize,
     pub slot_size: u64,
+    /// The slot format: inline versions, or offsets into the value pool.
+    pub lay: layout::SlotLayout,
     index: RwLock<BTreeMap<u64, RowRef>>,
     /// DRAM only, over the committed rows (the last durable epoch):
     /// maintained when an epoch's changes are applied, rebuilt from the rows
@@ -139,11 +147,18 @@ pub struct Table {
     /// adapter's `lookup_secondary`), never inside an epoch.
     secondary: Vec<SecondaryIndex>,
     alloc: Mutex<Alloc>,
+    /// The persistent value pool (pooled tables; NVCaracal §5.5): free
+    /// values and a bump pointer over the table's value pages. A value
+    /// freed by the major collector is free at once (that deletion is
+    /// persisted before the execution phase); the free list is rebuilt from
+    /// the slots by recovery (a value is live iff a version <= E names it).
+    values: Mutex<Alloc>,
 }
 
 impl Table {
-    fn new(schema: TableSchema, id: u32) -> Table {
+    fn new(schema: TableSchema, id: u32, row_bytes: u64) -> Table {
         let row = schema.row_size();
+        let lay = layout::SlotLayout::new(row, row_bytes);
         let secondary = (0..schema.secondary.len())
             .map(|i| SecondaryIndex::new(schema.secondary_layout(i).expect("validated schema")))
             .collect();
@@ -151,11 +166,18 @@ impl Table {
             schema,
             id,
             row,
-            slot_size: layout::slot_size(row),
+            slot_size: lay.size,
+            lay,
             index: RwLock::new(BTreeMap::new()),
             secondary,
             alloc: Mutex::new(Alloc::default()),
+            values: Mutex::new(Alloc::default()),
         }
+    }
+
+    /// Offset of version `v` within a slot.
+    fn version_offset(&self, v: usize) -> u64 {
+        self.lay.version_offset(v)
     }
 
     fn check_key(&self, key: u64) -> Result<()> {
@@ -198,6 +220,68 @@ pub struct NvcaracalEngine<B: PmemBackend> {
     /// last epoch wrote, or, after recovery, every slot the scan found with
     /// two versions (DRAM only; rebuilt by the scan).
     gc_pending: Mutex<Vec<(u32, u64)>>,
+    /// Bytes of a persistent row (the pool's, from its meta page).
+    row_bytes: u64,
+}
+
+/// A table's persistent value pool, counted from the slots
+/// (`NvcaracalEngine::value_pool`): values on its value pages, free
+/// (the allocator's free list and its bump remainder) and live (named by
+/// a version of epoch <= E, stale versions included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ValuePool {
+    pub table: u32,
+    pub capacity: u64,
+    pub free: u64,
+    pub live: u64,
+}
+
+/// The free values of pooled table `t`, whose value pages are `pages`,
+/// given every value a version <= E names (`named`, sorted here): each must
+/// be a value on those pages, named once (else `Corrupt`, a typed error);
+/// the free ones are the rest, in page order.
+fn value_pool_free<B: PmemBackend>(
+    pool: &Pool<B>,
+    t: &Table,
+    pages: &[u64],
+    named: &mut [u64],
+) -> Result<Vec<u64>> {
+    let size = t.lay.value_size;
+    let per_page = pool.page_size() / size;
+    named.sort_unstable();
+    for w in named.windows(2) {
+        if w[0] == w[1] {
+            return Err(Error::Corrupt(format!(
+                "table {}: value at {} is named by two versions",
+                t.schema.name, w[0]
+            )));
+        }
+    }
+    for &v in named.iter() {
+        let page = v.checked_sub(pool.page_offset(0)).map(|o| o / pool.page_size());
+        let ok = page.is_some_and(|p| {
+            pages.binary_search(&p).is_ok() && {
+                let off = v - pool.page_offset(p);
+                off.is_multiple_of(size) && off / size < per_page
+            }
+        });
+        if !ok {
+            return Err(Error::Corrupt(format!(
+                "table {}: a version names value offset {v}, which is not a value of the table's value pool",
+                t.schema.name
+            )));
+        }
+    }
+    let mut free = Vec::new();
+    for &p in pages {
+        let start = pool.page_offset(p);
+        free.extend(
+            (0..per_page).map(|i| start + i * size).filter(|v| named.binary_search(v).is_err()),
+        );
+    }
+    // Popped from the end: the lowest offsets first.
+    free.reverse();
+    Ok(free)
 }
 
 /// A transaction of the epoch, validated.
@@ -278,25 +362,32 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         let p = pool.persister(SYSTEM_THREAD);
         let base = pool.page_offset(meta_page);
         p.write_u64_atomic(base + layout::META_LOG_PAGES, count);
+        p.write_u64_atomic(base + layout::META_ROW_BYTES, config.nvcaracal_row_bytes);
         for (i, lp) in log_pages.iter().enumerate() {
             p.write_u64_atomic(base + layout::META_LOG_IDS + 8 * i as u64, *lp);
         }
-        p.flush(base + layout::META_LOG_PAGES, 8 + 8 * count);
+        p.flush(
+            base + layout::META_LOG_PAGES,
+            layout::META_LOG_IDS - layout::META_LOG_PAGES + 8 * count,
+        );
         p.fence();
         p.write_u64_atomic(base, layout::META_MAGIC);
         p.persist(base, 8);
         let doc =
             CatalogDoc { engine: "nvcaracal".into(), floor_page: meta_page, tables: Vec::new() };
         catalog::write(&pool, SYSTEM_THREAD, &doc)?;
-        Ok(Self::assemble(pool, meta_page, log_pages, Vec::new(), 0, config, None))
+        let row_bytes = config.nvcaracal_row_bytes;
+        Ok(Self::assemble(pool, meta_page, log_pages, Vec::new(), 0, row_bytes, config, None))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn assemble(
         pool: Pool<B>,
         meta_page: u64,
         log_pages: Vec<u64>,
         tables: Vec<Arc<Table>>,
         durable: u64,
+        row_bytes: u64,
         config: &EngineConfig,
         recovery: Option<RecoveryReport>,
     ) -> Self {
@@ -318,6 +409,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
                 super::occ::dram_budget_bytes(config, None),
             ),
             gc_pending: Mutex::new(Vec::new()),
+            row_bytes,
         }
     }
 
@@ -349,6 +441,74 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
     /// The cached versions' counters (cumulative since open).
     pub fn cache_counters(&self) -> CacheCounters {
         self.cache.counters()
+    }
+
+    /// Bytes of a persistent row (0: inline-only), as the pool records it.
+    pub fn row_bytes(&self) -> u64 {
+        self.row_bytes
+    }
+
+    /// Every pooled table's value pool, counted from the slots: capacity,
+    /// free (the allocator's) and live (named by a version <= E). Checks
+    /// that the two are disjoint and cover the pool (no leak, no value
+    /// named twice): `Corrupt` otherwise.
+    pub fn value_pool(&self) -> Result<Vec<ValuePool>> {
+        let _g = self.seq.lock();
+        self.value_pool_locked()
+    }
+
+    fn value_pool_locked(&self) -> Result<Vec<ValuePool>> {
+        let b = self.pool.backend();
+        let durable = self.durable.load(Ordering::Acquire);
+        let mut out = Vec::new();
+        for t in self.tables.read().iter().filter(|t| t.lay.pooled) {
+            let mut named = Vec::new();
+            let slot_pages = t.alloc.lock().pages.clone();
+            for page in slot_pages {
+                let start = self.pool.page_offset(page);
+                for i in 0..self.pool.page_size() / t.slot_size {
+                    for v in 0..2 {
+                        let at = start + i * t.slot_size + t.version_offset(v);
+                        let e = b.load_u64(at);
+                        if e != 0
+                            && e <= durable
+                            && b.load_u64(at + 8) & layout::FLAG_TOMBSTONE == 0
+                        {
+                            named.push(b.load_u64(at + layout::VERSION_HEADER));
+                        }
+                    }
+                }
+            }
+            let a = t.values.lock();
+            let mut pages = a.pages.clone();
+            pages.sort_unstable();
+            let mut unnamed = value_pool_free(&self.pool, t, &pages, &mut named)?;
+            // The bump remainder of the last page is free too.
+            let bump: Vec<u64> = (0..(a.end - a.next) / t.lay.value_size)
+                .map(|i| a.next + i * t.lay.value_size)
+                .collect();
+            let mut free: Vec<u64> = a.free.iter().copied().chain(bump).collect();
+            free.sort_unstable();
+            unnamed.sort_unstable();
+            if free != unnamed {
+                let leaked = unnamed.iter().filter(|v| free.binary_search(v).is_err()).count();
+                let extra = free.iter().filter(|v| unnamed.binary_search(v).is_err()).count();
+                return Err(Error::Corrupt(format!(
+                    "table {}: value pool of {} values has {} free and {} live: {leaked} unnamed values not free (leaked), {extra} free values named or listed twice",
+                    t.schema.name,
+                    pages.len() as u64 * (self.pool.page_size() / t.lay.value_size),
+                    free.len(),
+                    named.len()
+                )));
+            }
+            out.push(ValuePool {
+                table: t.id,
+                capacity: pages.len() as u64 * (self.pool.page_size() / t.lay.value_size),
+                free: free.len() as u64,
+                live: named.len() as u64,
+            });
+        }
+        Ok(out)
     }
 
     /// The input log's pages, in log order.
@@ -405,8 +565,16 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
 
     /// The committed row `r` of `t` into `out`.
     fn read_row(&self, thread: u32, t: &Table, r: RowRef, out: &mut [u8]) {
-        let at = r.slot + layout::version_offset(t.row, r.newest as usize) + layout::VERSION_HEADER;
-        self.pool.persister(thread).read(at, out);
+        let at = r.slot + t.version_offset(r.newest as usize) + layout::VERSION_HEADER;
+        let p = self.pool.persister(thread);
+        if t.lay.pooled {
+            // The version names its value: two dependent reads.
+            let mut word = [0u8; 8];
+            p.read(at, &mut word);
+            p.read(u64::from_le_bytes(word), out);
+        } else {
+            p.read(at, out);
+        }
     }
 
     /// The committed row `r` of `key` in `t` (a version this epoch did not
@@ -484,9 +652,34 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             a.next += t.slot_size;
             s
         };
-        let e0 = self.pool.backend().load_u64(slot + layout::version_offset(t.row, 0));
-        let e1 = self.pool.backend().load_u64(slot + layout::version_offset(t.row, 1));
+        let e0 = self.pool.backend().load_u64(slot + t.version_offset(0));
+        let e1 = self.pool.backend().load_u64(slot + t.version_offset(1));
         Ok((slot, usize::from(e1 < e0)))
+    }
+
+    /// A free value of pooled table `t` (NVCaracal §5.5): the free list
+    /// (values the major collector freed, whose deletion is durable), else
+    /// a bump pointer over the table's value pages. Nothing is persisted:
+    /// the version that names the value records the allocation, so a
+    /// crashed epoch's allocations are reverted with its versions.
+    fn allocate_value(&self, thread: u32, t: &Table) -> Result<u64> {
+        let mut a = t.values.lock();
+        if let Some(v) = a.free.pop() {
+            return Ok(v);
+        }
+        if a.next + t.lay.value_size > a.end {
+            let page = self
+                .pool
+                .allocate_page(thread, PageOwner { table: t.id, worker: layout::VALUE_PAGE })
+                .map_err(|_| Error::Abort(crate::error::AbortReason::OutOfSpace))?;
+            let start = self.pool.page_offset(page);
+            a.pages.push(page);
+            a.next = start;
+            a.end = start + self.pool.page_size() / t.lay.value_size * t.lay.value_size;
+        }
+        let v = a.next;
+        a.next += t.lay.value_size;
+        Ok(v)
     }
 
     /// Validate a batch: procedures known, tables known, keys in range;
@@ -590,10 +783,8 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         self.note(lead, EpochPhase::Init);
         let cache_before = self.cache.counters();
         let tables: Vec<Arc<Table>> = self.tables.read().clone();
-        if !self.config.nvcaracal_minor_gc {
-            let pending = std::mem::take(&mut *self.gc_pending.lock());
-            stats.gc_major = self.major_gc(&tables, &pending, &threads[..n]);
-        }
+        let pending = std::mem::take(&mut *self.gc_pending.lock());
+        (stats.gc_major, stats.values_freed) = self.major_gc(&tables, &pending, &threads[..n]);
         self.cache.evict(epoch);
         let building = versions::Building::new(versions::Options {
             batch_append: self.config.nvcaracal_batch_append,
@@ -648,27 +839,30 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             self.mark_epoch(lead, epoch);
         }
         self.note(lead, EpochPhase::RowPersist);
-        let changes: Vec<Result<(Vec<Change>, u64)>> =
+        let changes: Vec<Result<(Vec<Change>, u64, u64)>> =
             on_workers(n, |w| self.persist_rows(&tables, &rows, w, n, epoch, threads[w]));
         let mut all = Vec::new();
         for c in changes {
-            let (c, minor) = c?;
+            let (c, minor, values) = c?;
             all.extend(c);
             stats.gc_minor += minor;
+            stats.values_allocated += values;
         }
         if !mark_first {
             self.mark_epoch(lead, epoch);
         }
         stats.rows_persisted = all.len() as u64;
-        if !self.config.nvcaracal_minor_gc {
-            // The major collector deletes these slots' stale versions in
-            // the next epoch's init phase.
-            self.gc_pending.lock().extend(all.iter().map(|c| match c {
-                Change::Put { table, row, .. } | Change::Delete { table, row, .. } => {
-                    (*table, row.slot)
-                }
-            }));
-        }
+        // The major collector deletes these slots' stale versions in the
+        // next epoch's init phase: every slot written, with minor GC off;
+        // else those of pooled tables (NVCaracal §5.3: the minor collector
+        // only for inline versions, so the value pool's deletions by GC
+        // never meet a transaction's).
+        let minor_gc = self.config.nvcaracal_minor_gc;
+        self.gc_pending.lock().extend(all.iter().filter_map(|c| match c {
+            Change::Put { table, row, .. } | Change::Delete { table, row, .. } => {
+                (!minor_gc || tables[*table as usize].lay.pooled).then_some((*table, row.slot))
+            }
+        }));
         let mut old_row = Vec::new();
         let (mut hits, mut misses) = (0, 0);
         for c in all {
@@ -752,22 +946,27 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         on_workers(n, |w| (w..versions::SHARDS).step_by(n).for_each(&shard));
     }
 
-    /// The major collector (minor GC off; NVCaracal §4.4): in the init
-    /// phase, each of `slots` that holds two versions loses its stale one
-    /// (the older: its epoch word zeroed and flushed), so this epoch's
-    /// final write of the row finds an empty version. The newer version,
-    /// the row, is never touched, so a crash anywhere in it leaves every
-    /// row as it was (recovery's scan lists the slots again). Both epoch
-    /// words are read from NVM, counted and charged (the collector's cold
-    /// accesses). On the
-    /// epoch's threads (`threads`), one fence each; the versions deleted.
-    fn major_gc(&self, tables: &[Arc<Table>], slots: &[(u32, u64)], threads: &[u32]) -> u64 {
+    /// The major collector (NVCaracal §4.4, §5.5): in the init phase, each
+    /// of `slots` that holds two versions loses its stale one (the older:
+    /// its epoch word zeroed and flushed), so this epoch's final write of
+    /// the row finds an empty version. The newer version, the row, is never
+    /// touched, so a crash anywhere in it leaves every row as it was
+    /// (recovery's scan lists the slots again). Both epoch words are read
+    /// from NVM, counted and charged (the collector's cold accesses). A
+    /// stale version in the value pool frees its value: the deletion is
+    /// not revertible (the version is gone), so it is persisted (one fence
+    /// per thread) before the value joins the free list, all before the
+    /// execution phase; a crash during execution keeps it. On the epoch's
+    /// threads (`threads`); (versions deleted, values freed).
+    fn major_gc(&self, tables: &[Arc<Table>], slots: &[(u32, u64)], threads: &[u32]) -> (u64, u64) {
+        let unpersisted = self.fault == Some(BaselineFault::NvcaracalValueFreeUnpersisted);
         let collect = |part: &[(u32, u64)], thread: u32| {
             let p = self.pool.persister(thread);
             let mut deleted = 0;
+            let mut freed: Vec<(u32, u64)> = Vec::new();
             for &(table, slot) in part {
-                let row = tables[table as usize].row;
-                let at = [0, 1].map(|v| slot + layout::version_offset(row, v));
+                let t = &tables[table as usize];
+                let at = [0, 1].map(|v| slot + t.version_offset(v));
                 let e = at.map(|a| {
                     let mut word = [0u8; 8];
                     p.read(a, &mut word);
@@ -777,21 +976,38 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
                     continue;
                 }
                 let stale = at[usize::from(e[1] < e[0])];
+                if t.lay.pooled {
+                    // Flags and value offset: the 16 bytes after the epoch.
+                    let mut words = [0u8; 16];
+                    p.read(stale + 8, &mut words);
+                    let flags = u64::from_le_bytes(words[..8].try_into().expect("8 bytes"));
+                    if flags & layout::FLAG_TOMBSTONE == 0 {
+                        freed.push((table, u64::from_le_bytes(words[8..].try_into().expect("8"))));
+                    }
+                }
                 p.write_u64_atomic(stale, 0);
-                p.flush(stale, 8);
+                if !unpersisted {
+                    p.flush(stale, 8);
+                }
                 deleted += 1;
             }
-            if deleted > 0 {
+            if deleted > 0 && !unpersisted {
                 p.fence();
             }
-            deleted
+            // The deletions are durable: the values are free.
+            for &(table, value) in &freed {
+                tables[table as usize].values.lock().free.push(value);
+            }
+            (deleted, freed.len() as u64)
         };
         if slots.is_empty() {
-            return 0;
+            return (0, 0);
         }
         let per = slots.len().div_ceil(threads.len());
         let parts: Vec<&[(u32, u64)]> = slots.chunks(per).collect();
-        on_workers(parts.len(), |w| collect(parts[w], threads[w])).into_iter().sum()
+        on_workers(parts.len(), |w| collect(parts[w], threads[w]))
+            .into_iter()
+            .fold((0, 0), |(d, f), (d2, f2)| (d + d2, f + f2))
     }
 
     /// Persist the final versions of rows `w, w + n, …`; one fence. Each
@@ -807,10 +1023,10 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
         n: usize,
         epoch: u64,
         thread: u32,
-    ) -> Result<(Vec<Change<'r>>, u64)> {
+    ) -> Result<(Vec<Change<'r>>, u64, u64)> {
         let p = self.pool.persister(thread);
         let mut changes = Vec::new();
-        let mut minor = 0;
+        let (mut minor, mut values) = (0, 0);
         for r in rows.rows().skip(w).step_by(n) {
             let Some(last) = r.last_written() else {
                 continue;
@@ -827,18 +1043,45 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
                     (slot, v)
                 }
             };
-            let at = slot + layout::version_offset(t.row, v);
+            let at = slot + t.version_offset(v);
             // The epoch word of the version about to be overwritten (on the
             // line the write touches anyway; not charged as a read): a
             // stale version the minor collector deletes by this write.
-            minor += u64::from(self.pool.backend().load_u64(at) != 0);
-            let flags = if value.is_none() { layout::FLAG_TOMBSTONE } else { 0 };
-            if let Some(row) = value {
-                p.write(at + layout::VERSION_HEADER, row);
+            let stale = self.pool.backend().load_u64(at) != 0;
+            if stale && t.lay.pooled {
+                // The major collector empties a pooled row's older version
+                // in the init phase; overwriting it would leak its value.
+                return Err(Error::Corrupt(format!(
+                    "{} key {}: a final write found a stale pooled version in slot {slot}",
+                    t.schema.name, r.key
+                )));
             }
+            minor += u64::from(stale);
+            let flags = if value.is_none() { layout::FLAG_TOMBSTONE } else { 0 };
+            let len = match value {
+                Some(row) if t.lay.pooled => {
+                    // The value first, then the version naming it; one
+                    // fence (below) covers both before the epoch mark.
+                    let to = self.allocate_value(thread, t)?;
+                    values += 1;
+                    p.write(to, row);
+                    p.flush(to, row.len() as u64);
+                    p.write_u64_atomic(at + layout::VERSION_HEADER, to);
+                    layout::VERSION_HEADER + 8
+                }
+                Some(row) => {
+                    p.write(at + layout::VERSION_HEADER, row);
+                    layout::VERSION_HEADER + row.len() as u64
+                }
+                None => {
+                    if t.lay.pooled {
+                        p.write_u64_atomic(at + layout::VERSION_HEADER, 0);
+                    }
+                    layout::VERSION_HEADER
+                }
+            };
             p.write_u64_atomic(at + 8, flags);
             p.write_u64_atomic(at, epoch);
-            let len = layout::VERSION_HEADER + value.as_ref().map_or(0, |r| r.len() as u64);
             p.flush(at, len);
             let rref = RowRef { slot, newest: v as u8, epoch };
             let (table, key) = (r.table, r.key);
@@ -860,7 +1103,7 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             });
         }
         p.fence();
-        Ok((changes, minor))
+        Ok((changes, minor, values))
     }
 
     /// Run `txns` as one epoch, or as consecutive epochs when the bound of
@@ -905,6 +1148,8 @@ impl<B: PmemBackend> NvcaracalEngine<B> {
             m.cache_bytes = s.cache_bytes;
             m.gc_minor += s.gc_minor;
             m.gc_major += s.gc_major;
+            m.values_allocated += s.values_allocated;
+            m.values_freed += s.values_freed;
             m.log_us += s.log_us;
             m.init_us += s.init_us;
             m.exec_us += s.exec_us;
@@ -1190,6 +1435,18 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
             return Err(Error::SchemaMismatch(schema.name.clone()));
         }
         crate::registry::check_room(tables.len())?;
+        let t = Table::new(schema.clone(), tables.len() as u32, self.row_bytes);
+        if t.slot_size.max(t.lay.value_size) > self.pool.page_size() {
+            return Err(Error::InvalidSchema {
+                table: schema.name.clone(),
+                detail: format!(
+                    "a slot of {} bytes or a value of {} bytes does not fit a {}-byte page",
+                    t.slot_size,
+                    t.lay.value_size,
+                    self.pool.page_size()
+                ),
+            });
+        }
         let mut doc = CatalogDoc {
             engine: "nvcaracal".into(),
             floor_page: self.meta_page,
@@ -1197,8 +1454,8 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
         };
         doc.tables.push(schema.clone());
         catalog::write(&self.pool, SYSTEM_THREAD, &doc)?;
-        let id = tables.len() as u32;
-        tables.push(Arc::new(Table::new(schema.clone(), id)));
+        let id = t.id;
+        tables.push(Arc::new(t));
         Ok(TableId(id))
     }
 
@@ -1237,7 +1494,7 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
                 name: t.schema.name.clone(),
                 rows: t.index.read().len() as u64,
                 row_bytes: t.row,
-                heap_pages: t.alloc.lock().pages.len() as u64,
+                heap_pages: (t.alloc.lock().pages.len() + t.values.lock().pages.len()) as u64,
             });
         }
         status.free_pages = self.pool.free_page_count();
@@ -1256,8 +1513,11 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
     /// pages; (N4) each secondary index holds exactly one entry per row,
     /// with the row's index key; (N5) every cached version is its row's
     /// committed bytes, and the cache is within its bound; (N6) with minor
-    /// GC off, every row whose slot holds two versions is on the major
-    /// collector's list (so the next final write finds an empty version).
+    /// GC off, or in a pooled table, every row whose slot holds two
+    /// versions is on the major collector's list (so the next final write
+    /// finds an empty version); (N7) per pooled table, the values named by
+    /// versions <= E are values of its pool, each named once, and the free
+    /// ones are exactly the rest (no leak, no double allocation).
     fn check_invariants(&self) -> Result<()> {
         let _g = self.seq.lock();
         let durable = self.durable.load(Ordering::Acquire);
@@ -1268,8 +1528,8 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
             let name = &t.schema.name;
             let mut slots = std::collections::HashSet::new();
             for (&key, r) in t.index.read().iter() {
-                let v = layout::version_offset(t.row, r.newest as usize);
-                let o = layout::version_offset(t.row, 1 - r.newest as usize);
+                let v = t.version_offset(r.newest as usize);
+                let o = t.version_offset(1 - r.newest as usize);
                 let (k, e, f, other) = (
                     b.load_u64(r.slot),
                     b.load_u64(r.slot + v),
@@ -1285,7 +1545,7 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
                 if !slots.insert(r.slot) {
                     return Err(Error::Corrupt(format!("{name}: slot {} named twice", r.slot)));
                 }
-                if !self.config.nvcaracal_minor_gc
+                if (!self.config.nvcaracal_minor_gc || t.lay.pooled)
                     && other != 0
                     && !pending.contains(&(t.id, r.slot))
                 {
@@ -1356,6 +1616,8 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
         if let Some(detail) = bad {
             return Err(Error::Corrupt(detail));
         }
+        drop(tables);
+        self.value_pool_locked()?;
         let c = self.cache.counters();
         if c.bytes > super::occ::dram_budget_bytes(&self.config, None) {
             return Err(Error::Corrupt(format!(

@@ -265,6 +265,9 @@ impl<'c, S: Subject> Campaign<'c, S> {
         if let Some(minor) = t.nvcaracal_minor_gc {
             c.nvcaracal_minor_gc = minor;
         }
+        if let Some(bytes) = t.nvcaracal_row_bytes {
+            c.nvcaracal_row_bytes = bytes;
+        }
         c
     }
 

@@ -145,6 +145,9 @@ pub struct Tuning {
     /// nvcaracal: the minor garbage collector (`None`: the engine's
     /// default, on; `Some(false)`: the major collector instead).
     pub nvcaracal_minor_gc: Option<bool>,
+    /// nvcaracal: bytes of a persistent row (`None`: the engine's default,
+    /// 256; `Some(0)`: inline-only, no value pool).
+    pub nvcaracal_row_bytes: Option<u64>,
 }
 
 impl Default for Tuning {
@@ -164,6 +167,7 @@ impl Default for Tuning {
             falcon_window_bytes: None,
             falcon_variant: None,
             nvcaracal_minor_gc: None,
+            nvcaracal_row_bytes: None,
         }
     }
 }

@@ -134,9 +134,14 @@ pub struct EpochRun {
     pub cache_entries_peak: u64,
     pub cache_bytes_peak: u64,
     /// Stale row versions deleted by the minor collector (at the final
-    /// write) and by the major collector (in the init phase; minor GC off).
+    /// write) and by the major collector (in the init phase: pooled rows,
+    /// or every row with minor GC off).
     pub gc_minor: u64,
     pub gc_major: u64,
+    /// nvcaracal's persistent values (rows over the inline heap) allocated
+    /// by final writes and freed by the major collector.
+    pub values_allocated: u64,
+    pub values_freed: u64,
     pub nvm_bytes_read_per_commit: f64,
     pub nvm_bytes_written_per_commit: f64,
     pub lines_flushed_per_commit: f64,
@@ -215,6 +220,8 @@ pub fn run_epochs<W: OneShotWorkload>(
             run.cache_evicted += s.cache_evicted;
             run.gc_minor += s.gc_minor;
             run.gc_major += s.gc_major;
+            run.values_allocated += s.values_allocated;
+            run.values_freed += s.values_freed;
             run.cache_entries_peak = run.cache_entries_peak.max(s.cache_entries);
             run.cache_bytes_peak = run.cache_bytes_peak.max(s.cache_bytes);
             run.transient_bytes_peak = run.transient_bytes_peak.max(s.transient_bytes);

@@ -7,7 +7,8 @@
 //!  16  log seal S             (8-byte atomic; = the epoch whose inputs are
 //!                              logged completely; S ∈ {E, E+1})
 //!  24  log page count n
-//!  32  n log page ids (u64 each)
+//!  32  persistent row bytes R  (0: inline-only, the slot sized to the row)
+//!  40  n log page ids (u64 each)
 //! ```
 //! INPUT LOG (the n log pages as one byte stream; one epoch at a time)
 //! ```text
@@ -16,12 +17,21 @@
 //!  64  per transaction: proc u32 | writes u32 | input bytes u64 |
 //!      writes × (table u64, key u64) | input, padded to 8
 //! ```
-//! ROW SLOT (table pages, packed from offset 0; `slot_size` bytes, a
-//! multiple of 64)
+//! ROW SLOT (table pages, packed from offset 0; `SlotLayout::size` bytes,
+//! a multiple of 64: R, or, inline-only, 16 + 2 V rounded up to 64)
 //! ```text
 //!   0  key u64 | 0 u64
-//!  16  version 0: epoch u64 (0 = empty) | flags u64 (bit 0: tombstone) | row
-//!  16+V version 1: the same            (V = 16 + row bytes rounded up to 8)
+//!  16  version 0: epoch u64 (0 = empty) | flags u64 (bit 0: tombstone) |
+//!                 inline heap: the row, or (pooled table) value offset u64
+//!  16+V version 1: the same
+//!        V = (R - 16) / 2 rounded down to 8 (its inline heap V - 16 bytes;
+//!        R = 256: 120 and 104); inline-only: 16 + row bytes rounded up to 8
+//! ```
+//! VALUE (value pages of a pooled table: a table whose row does not fit the
+//! inline heap; `value_size` = row bytes rounded up to 64, packed from 0)
+//! ```text
+//!   0  the row's bytes (no header: a value is live iff a version <= E
+//!      names it, so the free list is rebuilt from the slots)
 //! ```
 //! The newest version with `0 < epoch ≤ E` is the row; a slot whose newest
 //! version is a tombstone, or that has none, is free. An epoch writes a row
@@ -32,15 +42,18 @@
 
 use crate::error::{Error, Result};
 
-pub const META_MAGIC: u64 = u64::from_le_bytes(*b"NVCARAC1");
+pub const META_MAGIC: u64 = u64::from_le_bytes(*b"NVCARAC2");
 pub const META_EPOCH: u64 = 8;
 pub const META_SEAL: u64 = 16;
 pub const META_LOG_PAGES: u64 = 24;
-pub const META_LOG_IDS: u64 = 32;
+pub const META_ROW_BYTES: u64 = 32;
+pub const META_LOG_IDS: u64 = 40;
 
 pub const LOG_HEADER: u64 = 64;
 pub const FLAG_TOMBSTONE: u64 = 1;
 pub const VERSION_HEADER: u64 = 16;
+/// `PageOwner::worker` of a table's value pages (its slot pages have 0).
+pub const VALUE_PAGE: u16 = 1;
 
 /// Bytes of a version: header plus the row padded to 8.
 pub fn version_bytes(row: usize) -> u64 {
@@ -52,9 +65,66 @@ pub fn slot_size(row: usize) -> u64 {
     (16 + 2 * version_bytes(row)).div_ceil(64) * 64
 }
 
-/// Offset of version `v` (0 or 1) within a slot.
+/// Offset of version `v` (0 or 1) within an inline-only slot.
 pub fn version_offset(row: usize, v: usize) -> u64 {
     16 + v as u64 * version_bytes(row)
+}
+
+/// The slot format of a table (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotLayout {
+    /// Bytes of a slot (a multiple of 64).
+    pub size: u64,
+    /// Bytes of a version (header + inline heap).
+    pub version: u64,
+    /// The row does not fit the inline heap: versions hold a value offset.
+    pub pooled: bool,
+    /// Bytes of a value (pooled tables; 0 otherwise).
+    pub value_size: u64,
+}
+
+impl SlotLayout {
+    /// The slot of a table with `row`-byte rows in persistent rows of
+    /// `row_bytes` (0: inline-only).
+    pub fn new(row: usize, row_bytes: u64) -> SlotLayout {
+        if row_bytes == 0 {
+            return SlotLayout {
+                size: slot_size(row),
+                version: version_bytes(row),
+                pooled: false,
+                value_size: 0,
+            };
+        }
+        let version = (row_bytes - 16) / 2 / 8 * 8;
+        let pooled = version_bytes(row) > version;
+        SlotLayout {
+            size: row_bytes,
+            version,
+            pooled,
+            value_size: if pooled { (row as u64).div_ceil(64) * 64 } else { 0 },
+        }
+    }
+
+    /// Offset of version `v` (0 or 1) within a slot.
+    pub fn version_offset(&self, v: usize) -> u64 {
+        16 + v as u64 * self.version
+    }
+
+    /// Bytes of the inline heap of a version.
+    pub fn inline_heap(&self) -> u64 {
+        self.version - VERSION_HEADER
+    }
+}
+
+/// Check a persistent row size (`--nvcaracal-row-bytes`): 0, or a multiple
+/// of 64 in 64..=4096.
+pub fn check_row_bytes(row_bytes: u64) -> Result<()> {
+    if row_bytes != 0 && (!row_bytes.is_multiple_of(64) || !(64..=4096).contains(&row_bytes)) {
+        return Err(Error::InvalidConfig(format!(
+            "--nvcaracal-row-bytes {row_bytes}: 0 (inline-only) or a multiple of 64 in 64..=4096"
+        )));
+    }
+    Ok(())
 }
 
 /// One logged transaction (decoded).
@@ -212,6 +282,29 @@ mod tests {
         assert!(matches!(decode_payload(4, &p, 1), Err(Error::InputLogCorrupt { .. })));
         assert_eq!(slot_size(8) % 64, 0);
         assert!(version_offset(8, 1) + version_bytes(8) <= slot_size(8));
+    }
+
+    #[test]
+    fn slot_layouts_inline_small_rows_and_pool_large_ones() {
+        let small = SlotLayout::new(104, 256);
+        assert_eq!(
+            (small.size, small.version, small.pooled, small.inline_heap()),
+            (256, 120, false, 104)
+        );
+        let large = SlotLayout::new(105, 256);
+        assert_eq!((large.pooled, large.value_size), (true, 128));
+        assert_eq!(
+            SlotLayout::new(1000, 0),
+            SlotLayout {
+                size: slot_size(1000),
+                version: version_bytes(1000),
+                pooled: false,
+                value_size: 0
+            }
+        );
+        assert!(large.version_offset(1) + large.version <= large.size);
+        assert!(check_row_bytes(0).is_ok() && check_row_bytes(256).is_ok());
+        assert!(check_row_bytes(100).is_err() && check_row_bytes(8192).is_err());
     }
 
     #[test]

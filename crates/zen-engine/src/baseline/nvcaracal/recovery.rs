@@ -11,9 +11,15 @@
 //!    legal when S = E + 1: otherwise the pool is corrupt). The newest
 //!    remaining version is the row (live, or a tombstone: free slot). The
 //!    primary index and, from the live rows' bytes, the secondary indexes
-//!    (DRAM only, never persisted) are rebuilt here; with minor GC off, so
-//!    is the major collector's list (slots with two versions ≤ E, live or
-//!    free), which the next epoch's init phase collects (NVCaracal §5.5).
+//!    (DRAM only, never persisted) are rebuilt here; so is the major
+//!    collector's list (slots with two versions ≤ E, live or free: of
+//!    pooled tables, and of every table with minor GC off), which the next
+//!    epoch's init phase collects (NVCaracal §5.5), and each pooled table's
+//!    value free list: every value on its value pages that no version ≤ E
+//!    names (the crashed epoch's allocations are named only by versions
+//!    being reverted); a version naming anything but a value of its
+//!    table's pool, or a value named twice, is `Corrupt` (before any
+//!    write).
 //! 3. **revert**: each such version's epoch word zeroed, flushed; one fence.
 //!    Idempotent, so a crash inside recovery is recovered the same way.
 //! 4. **replay**: epoch S re-run from its logged inputs on one thread
@@ -66,6 +72,10 @@ pub(super) fn recover<B: PmemBackend>(
         }
         log_pages.push(p);
     }
+    let row_bytes = b.load_u64(meta + layout::META_ROW_BYTES);
+    if layout::check_row_bytes(row_bytes).is_err() {
+        return Err(corrupt(format!("meta page names a persistent row of {row_bytes} bytes")));
+    }
     if seal != durable && seal != durable + 1 {
         return Err(corrupt(format!("log seal {seal} is neither epoch {durable} nor the next")));
     }
@@ -73,10 +83,18 @@ pub(super) fn recover<B: PmemBackend>(
         .tables
         .iter()
         .enumerate()
-        .map(|(i, s)| Arc::new(Table::new(s.clone(), i as u32)))
+        .map(|(i, s)| Arc::new(Table::new(s.clone(), i as u32, row_bytes)))
         .collect();
-    let mut engine =
-        NvcaracalEngine::assemble(pool, doc.floor_page, log_pages, tables, durable, config, None);
+    let mut engine = NvcaracalEngine::assemble(
+        pool,
+        doc.floor_page,
+        log_pages,
+        tables,
+        durable,
+        row_bytes,
+        config,
+        None,
+    );
     let before = engine.pool.total_counters();
 
     // 1. The crashed epoch's inputs, validated before any write.
@@ -87,8 +105,12 @@ pub(super) fn recover<B: PmemBackend>(
     let t1 = Instant::now();
     let b = engine.pool.backend();
     let mut reverts: Vec<u64> = Vec::new();
-    // Minor GC off: slots with two versions, for the major collector.
+    // Slots with two versions for the major collector: all, with minor GC
+    // off; else those of pooled tables (NVCaracal §5.5).
     let mut gc: Vec<(u32, u64)> = Vec::new();
+    // Per table, the values named by versions <= E (live values).
+    let mut named: Vec<Vec<u64>> = vec![Vec::new(); engine.tables.read().len()];
+    let mut value_pages: Vec<(u64, PageOwner)> = Vec::new();
     let (mut pages, mut slots, mut live) = (0u64, 0u64, 0u64);
     let tables = engine.tables.read().clone();
     let owned = engine.pool.owned_pages()?;
@@ -101,6 +123,16 @@ pub(super) fn recover<B: PmemBackend>(
         let t = tables.get(owner.table as usize).ok_or_else(|| {
             Error::Corrupt(format!("page {page} owned by unknown table {}", owner.table))
         })?;
+        if owner.worker == layout::VALUE_PAGE && t.lay.pooled {
+            value_pages.push((page, owner));
+            continue;
+        }
+        if owner.worker != 0 {
+            return Err(Error::Corrupt(format!(
+                "page {page} of table {} has owner word {} (not a slot or value page)",
+                t.schema.name, owner.worker
+            )));
+        }
         pages += 1;
         let start = engine.pool.page_offset(page);
         let per_page = engine.pool.page_size() / t.slot_size;
@@ -112,7 +144,7 @@ pub(super) fn recover<B: PmemBackend>(
             let mut best: Option<(u64, usize, u64)> = None;
             let mut kept = 0;
             for v in 0..2 {
-                let at = slot + layout::version_offset(t.row, v);
+                let at = slot + t.version_offset(v);
                 let e = b.load_u64(at);
                 if e == 0 {
                     continue;
@@ -128,11 +160,15 @@ pub(super) fn recover<B: PmemBackend>(
                     continue;
                 }
                 kept += 1;
+                let flags = b.load_u64(at + 8);
+                if t.lay.pooled && flags & layout::FLAG_TOMBSTONE == 0 {
+                    named[t.id as usize].push(b.load_u64(at + layout::VERSION_HEADER));
+                }
                 if best.is_none_or(|(be, _, _)| e > be) {
-                    best = Some((e, v, b.load_u64(at + 8)));
+                    best = Some((e, v, flags));
                 }
             }
-            if kept == 2 && !config.nvcaracal_minor_gc {
+            if kept == 2 && (!config.nvcaracal_minor_gc || t.lay.pooled) {
                 gc.push((t.id, slot));
             }
             match best {
@@ -160,6 +196,24 @@ pub(super) fn recover<B: PmemBackend>(
         a.pages.push(page);
         a.next = start + per_page * t.slot_size;
         a.end = a.next;
+    }
+    // The value pools: every value on a table's value pages that no
+    // version <= E names is free (the crashed epoch's allocations, named
+    // only by reverted versions, included); a version naming anything else
+    // is a corrupt pointer (a typed error, before any write).
+    value_pages.sort_unstable_by_key(|&(page, _)| page);
+    for (id, named) in named.iter_mut().enumerate() {
+        let t = &tables[id];
+        if !t.lay.pooled {
+            continue;
+        }
+        let pages: Vec<u64> =
+            value_pages.iter().filter(|(_, o)| o.table == t.id).map(|&(p, _)| p).collect();
+        let free = super::value_pool_free(&engine.pool, t, &pages, named)?;
+        let mut a = t.values.lock();
+        a.free = free;
+        a.pages = pages;
+        (a.next, a.end) = (0, 0);
     }
     drop(tables);
     *engine.gc_pending.lock() = gc;

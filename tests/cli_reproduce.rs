@@ -112,6 +112,25 @@ fn reproduce_all_at_tiny_scale_gives_results_an_svg_and_a_report_row_per_runnabl
         assert!(row.contains("runnable") && row.contains("runs)"), "{row}");
         assert!(report.contains(&format!("(`{id}`)")), "no section for {id}");
     }
+    // The Zen figures under the NVM device model (`--nvm-share`): their runs
+    // record the modelled stall split per commit, and the report shows it.
+    for id in ["zen-fig05-model", "zen-fig06-model", "zen-fig08-model"] {
+        assert!(runnable.iter().any(|r| r == id), "{id} not runnable:\n{list}");
+        let results = read_json(&out.join(id).join("results.json"));
+        for r in results["runs"].as_array().unwrap() {
+            let explain = &r["explain"];
+            for key in ["nvm.per_commit.media_bytes", "nvm.per_commit.unstalled_us"] {
+                assert!(explain[key].as_f64().unwrap() > 0.0, "{id}: {key}: {r}");
+            }
+            // One thread with the share of 16 or 32 waits for write bandwidth.
+            let wait = explain["nvm.per_commit.bandwidth_wait_us"].as_f64().unwrap();
+            assert!(wait > 0.0, "{id}: no bandwidth wait: {r}");
+        }
+        let section = report.split(&format!("(`{id}`)")).nth(1).unwrap();
+        let section = section.split("\n## ").next().unwrap();
+        assert!(section.contains("| nvm.per_commit.bandwidth_wait_us |"), "{section}");
+        assert!(section.contains("| Zen ÷ WBL |"), "{section}");
+    }
     // Figures that cannot run are still rows, with their state, and nothing ran for them.
     let blocked = report.lines().find(|l| l.contains("| `nvcaracal-fig10` |")).unwrap();
     assert!(blocked.contains("needs the no-logging") && blocked.contains("not run"), "{blocked}");

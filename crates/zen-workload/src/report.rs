@@ -190,6 +190,15 @@ pub struct PerCommit {
     pub bytes_read: f64,
     pub flushes: f64,
     pub fences: f64,
+    /// The modelled stall split per commit, in µs (`emu`; 0 otherwise):
+    /// `nvm.read_latency_ns`, `write_latency_ns`, `bandwidth_wait_ns` over commits.
+    pub read_latency_us: f64,
+    pub write_latency_us: f64,
+    pub bandwidth_wait_us: f64,
+    /// Worker-thread time per commit outside the modelled stall, in µs:
+    /// `threads × measured_s / commits − stall_ns / commits` (at least 0).
+    /// The engine's own work per commit, with what the model charges taken out.
+    pub unstalled_us: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -675,6 +684,9 @@ fn render_numa(n: &NumaSummary, out: &mut String) {
 fn nvm_summary(run: &RunResult) -> NvmSummary {
     let (n, commits) = (&run.nvm, run.stats.commits);
     let per = |v: u64| if commits == 0 { 0.0 } else { v as f64 / commits as f64 };
+    let us = |ns: u64| per(ns) / 1e3;
+    let worker_us =
+        if commits == 0 { 0.0 } else { run.threads as f64 * run.measured_s * 1e6 / commits as f64 };
     NvmSummary {
         bytes_written: n.bytes_written,
         bytes_read: n.bytes_read,
@@ -693,6 +705,10 @@ fn nvm_summary(run: &RunResult) -> NvmSummary {
             bytes_read: per(n.bytes_read),
             flushes: per(n.lines_flushed),
             fences: per(n.fences),
+            read_latency_us: us(n.read_latency_ns),
+            write_latency_us: us(n.write_latency_ns),
+            bandwidth_wait_us: us(n.bandwidth_wait_ns),
+            unstalled_us: (worker_us - us(n.stall_ns)).max(0.0),
         },
     }
 }
@@ -818,6 +834,23 @@ mod tests {
         assert_eq!(report.aborts_by_reason["user"], 1);
         assert_eq!(report.per_txn_type["beta"].user_aborts, 1);
         assert!(s.latency_us.p50 >= 1.0 && s.latency_us.max <= 2.0);
+    }
+
+    #[test]
+    fn the_modelled_stall_is_split_per_commit_and_taken_out_of_the_worker_time() {
+        let mut run = sample_run();
+        run.nvm.stall_ns = 1_000_000;
+        run.nvm.read_latency_ns = 200_000;
+        run.nvm.write_latency_ns = 100_000;
+        run.nvm.bandwidth_wait_ns = 700_000;
+        let p = Report::new(config(), &run, None).nvm.per_commit;
+        // 100 commits: 2, 1 and 7 µs of stall each.
+        assert!((p.read_latency_us - 2.0).abs() < 1e-9, "{p:?}");
+        assert!((p.write_latency_us - 1.0).abs() < 1e-9, "{p:?}");
+        assert!((p.bandwidth_wait_us - 7.0).abs() < 1e-9, "{p:?}");
+        // 2 threads × 2 s over 100 commits is 40 000 µs of worker time per
+        // commit, 10 µs of it the modelled stall.
+        assert!((p.unstalled_us - 39_990.0).abs() < 1e-6, "{p:?}");
     }
 
     #[test]

@@ -131,6 +131,15 @@ fn reproduce_all_at_tiny_scale_gives_results_an_svg_and_a_report_row_per_runnabl
         assert!(section.contains("| nvm.per_commit.bandwidth_wait_us |"), "{section}");
         assert!(section.contains("| Zen ÷ WBL |"), "{section}");
     }
+    // A log x axis is labelled at the figure's own x values (tiny scale runs the
+    // point of 32 modelled threads), not at plotters' decades and their multiples
+    // (the axis spans 21.3–48: 30 and 40 before).
+    let svg = std::fs::read_to_string(out.join("zen-fig08-model/zen-fig08-model.svg")).unwrap();
+    let texts: Vec<&str> = svg.lines().map(str::trim).filter(|l| !l.starts_with('<')).collect();
+    assert!(texts.contains(&"32"), "no x label 32: {texts:?}");
+    for label in ["30", "40"] {
+        assert!(!texts.contains(&label), "x label {label} of plotters' own: {texts:?}");
+    }
     // Figures that cannot run are still rows, with their state, and nothing ran for them.
     let blocked = report.lines().find(|l| l.contains("| `nvcaracal-fig10` |")).unwrap();
     assert!(blocked.contains("needs the no-logging") && blocked.contains("not run"), "{blocked}");

@@ -327,11 +327,16 @@ fn lines(
             }
         }};
     }
+    // A log x axis is labelled at the figure's own x values (e.g. 4, 16, 32
+    // threads), not at plotters' decades and their multiples (10, 20, 40).
+    let x_keys = || -> Vec<f64> { ctx.f.x.points.iter().filter_map(|q| q.value).collect() };
     match (ctx.f.x.log, log_y) {
         (false, false) => body!(x0..x1, lo..hi),
-        (true, false) => body!((x0..x1).log_scale(), lo..hi),
+        (true, false) => body!((x0..x1).log_scale().with_key_points(x_keys()), lo..hi),
         (false, true) => body!(x0..x1, (lo..hi).log_scale()),
-        (true, true) => body!((x0..x1).log_scale(), (lo..hi).log_scale()),
+        (true, true) => {
+            body!((x0..x1).log_scale().with_key_points(x_keys()), (lo..hi).log_scale())
+        }
     }
     Ok(())
 }

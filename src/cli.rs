@@ -398,6 +398,16 @@ pub struct CrashTestArgs {
     /// Write the failing crash image into DIR (a pool file `zen recover` opens).
     #[arg(long, value_name = "DIR")]
     pub save_failing: Option<PathBuf>,
+    /// nvcaracal: the minor garbage collector, on (the engine's default) or
+    /// off (the major collector deletes stale versions in the next epoch's
+    /// init phase instead, so crash points cut through that GC).
+    #[arg(long, value_name = "on|off")]
+    pub nvcaracal_minor_gc: Option<String>,
+    /// nvcaracal: bytes of a persistent row: 0 (inline-only, no value pool)
+    /// or a multiple of 64 in 64..=4096 (default 256; rows larger than a
+    /// version's inline heap go to the table's value pool).
+    #[arg(long, value_name = "R")]
+    pub nvcaracal_row_bytes: Option<u64>,
     /// Test-only: switch on one injected bug (a zen_engine::Fault such as no-fence-before-lp, or a BaselineFault).
     #[arg(long, hide = true, value_name = "NAME")]
     pub inject_fault: Option<String>,

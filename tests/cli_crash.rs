@@ -1,8 +1,10 @@
 //! `zen crash-test`: tiny campaigns of every workload on zen, mmdb and wbl
 //! pass (exit 0) and report what they covered; an injected bug is caught
 //! (exit 5) by the check meant for it, with a replay command and a saved
-//! image that `zen recover` opens; bad flags and `--engine ideal` are usage
-//! errors (exit 2).
+//! image that `zen recover` opens; nvcaracal's collector and row layout
+//! are chosen by flags and shown in the report; bad flags (bad values, an
+//! nvcaracal knob on another engine) and `--engine ideal` are usage errors
+//! (exit 2).
 
 mod common;
 
@@ -103,6 +105,44 @@ fn an_epoch_mode_campaign_on_nvcaracal_reports_its_phases() {
 }
 
 #[test]
+fn nvcaracal_campaigns_take_the_collector_and_row_layout_from_flags() {
+    let args = [
+        &["crash-test", "tpcc", "--engine", "nvcaracal", "--epochs", "2"][..],
+        &["--nvcaracal-minor-gc", "off", "--nvcaracal-row-bytes", "0"],
+        &TINY,
+    ]
+    .concat();
+    let (code, out, err) = run(&args);
+    assert_eq!(code, 0, "{out}\n{err}");
+    for line in [
+        "nvcaracal         minor GC off (major collector), inline-only rows (row bytes 0)",
+        // Minor GC off reached the engine: no deletion at a final write.
+        "GC deleted 0 stale versions at final writes",
+        "failures          0",
+    ] {
+        assert!(out.contains(line), "missing `{line}` in\n{out}");
+    }
+    assert!(
+        err.contains("--epochs 2 --nvcaracal-minor-gc off --nvcaracal-row-bytes 0")
+            && err.contains("nvcaracal     minor GC off (major collector), inline-only rows"),
+        "the banner and the replay name both knobs: {err}"
+    );
+    // JSON carries them in the campaign's tuning; unset, the report shows
+    // the engine's defaults.
+    let (code, out, err) = run(&[&args[..], &["--format", "json"]].concat());
+    assert_eq!(code, 0, "{out}\n{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["failures"], 0, "{out}");
+    assert_eq!(report["config"]["tuning"]["nvcaracal_minor_gc"], false, "{out}");
+    assert_eq!(report["config"]["tuning"]["nvcaracal_row_bytes"], 0, "{out}");
+    let (code, out, err) =
+        run(&[&["crash-test", "tpcc", "--engine", "nvcaracal", "--epochs", "2"][..], &TINY]
+            .concat());
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("nvcaracal         minor GC on, 256-byte persistent rows"), "{out}");
+}
+
+#[test]
 fn an_injected_bug_exits_5_with_a_replay_command_and_the_image() {
     let dir = tempfile::tempdir().unwrap();
     let saved = dir.path().join("failing");
@@ -161,6 +201,26 @@ fn bad_crash_test_flags_are_usage_errors() {
         (&["crash-test", "bank", "--engine", "nvcaracal", "--epochs", "2"][..], "one-shot"),
         (&["crash-test", "tpcc", "--engine", "zen", "--epochs", "2"][..], "deterministic seam"),
         (&["crash-test", "tpcc", "--engine", "nvcaracal", "--epochs", "0"][..], "--epochs"),
+        (
+            &["crash-test", "tpcc", "--engine", "nvcaracal", "--nvcaracal-row-bytes", "100"][..],
+            "--nvcaracal-row-bytes 100: 0 (inline-only) or a multiple of 64",
+        ),
+        (
+            &["crash-test", "tpcc", "--engine", "nvcaracal", "--nvcaracal-row-bytes", "8192"][..],
+            "--nvcaracal-row-bytes 8192",
+        ),
+        (
+            &["crash-test", "tpcc", "--engine", "nvcaracal", "--nvcaracal-minor-gc", "maybe"][..],
+            "invalid value `maybe` for --nvcaracal-minor-gc: on or off",
+        ),
+        (
+            &["crash-test", "tpcc", "--engine", "zen", "--nvcaracal-minor-gc", "off"][..],
+            "a knob of the nvcaracal engine, not of --engine zen",
+        ),
+        (
+            &["crash-test", "tpcc", "--engine", "nvcaracal", "--nvcaracal-row-bytes", "256B"][..],
+            "--nvcaracal-row-bytes",
+        ),
     ] {
         let (code, _, err) = run(args);
         assert_eq!(code, 2, "{args:?}: {err}");

@@ -1,5 +1,6 @@
 //! `zen crash-test <bank|list-append|ycsb|smallbank|tpcc> --engine
-//! <zen|mmdb|wbl|falcon|nvcaracal> [--epochs K]`: a crash campaign of a
+//! <zen|mmdb|wbl|falcon|nvcaracal> [--epochs K] [--nvcaracal-minor-gc
+//! on|off] [--nvcaracal-row-bytes R]`: a crash campaign of a
 //! whole workload (with `--epochs`, of one-shot epochs) on the crash
 //! simulator (`zen_workload::crash`, where the oracle and the sampling are
 //! described). Prints what it covered; a violation exits 5 with the check
@@ -54,6 +55,21 @@ fn campaign_config(args: &CrashTestArgs) -> CliResult<CampaignConfig> {
             ))
         })?),
     };
+    let nvcaracal_minor_gc = match args.nvcaracal_minor_gc.as_deref() {
+        None => None,
+        Some("on") => Some(true),
+        Some("off") => Some(false),
+        Some(other) => {
+            return Err(CliError::usage(format!(
+                "invalid value `{other}` for --nvcaracal-minor-gc: on or off"
+            )));
+        }
+    };
+    let tuning = crash::Tuning {
+        nvcaracal_minor_gc,
+        nvcaracal_row_bytes: args.nvcaracal_row_bytes,
+        ..crash::Tuning::default()
+    };
     let config = CampaignConfig {
         workload: workload(args.workload),
         engine: resolve::engine_kind(&args.engine)?,
@@ -70,7 +86,7 @@ fn campaign_config(args: &CrashTestArgs) -> CliResult<CampaignConfig> {
         epochs: args.epochs,
         fault,
         save_failing: args.save_failing.clone(),
-        tuning: crash::Tuning::default(),
+        tuning,
     };
     config.validate().map_err(|e| CliError::usage(e.to_string()))?;
     Ok(config)
@@ -81,6 +97,9 @@ pub fn crash_test(args: &CrashTestArgs) -> CliResult {
     let replay = format!("zen crash-test {}", config.replay_args());
     eprintln!("zen crash-test · zenplus {}", env!("CARGO_PKG_VERSION"));
     eprintln!("  replay with   {replay}");
+    if let Some(knobs) = config.nvcaracal_knobs() {
+        eprintln!("  nvcaracal     {knobs}");
+    }
     let interactive = std::io::stderr().is_terminal();
     let mut last_tenth = 0;
     let report = crash::run_campaign(&config, &mut |p| {

@@ -326,6 +326,11 @@ pub struct RecoveryReport {
     pub threads: usize,
     pub pages_scanned: u64,
     pub slots_scanned: u64,
+    /// What the scan covered, per engine: Zen, the heap bytes (pages ×
+    /// page size); nvcaracal, exactly the bytes its load-log and scan
+    /// phases read from the pool's data (meta page words, the crashed
+    /// epoch's input log, every slot's epoch words, kept versions' flags
+    /// and value offsets, live keys, rows of indexed tables).
     pub bytes_scanned: u64,
     /// Bytes recovery read from NVM (Zen: page and slot headers, and the
     /// rows of tables with secondary indexes).

@@ -5,7 +5,8 @@
 //! minor collector kept for the inline table beside it); the same results
 //! and state with inline-only and pooled layouts on 1 and 2 workers; a
 //! crashed epoch's allocations reverted with no leak (free + live =
-//! capacity); a corrupt value offset is a typed error on open. (Crash
+//! capacity); a corrupt value offset is a typed error on open; recovery's
+//! `bytes_scanned` is the bytes it read, exactly. (Crash
 //! campaigns: `crates/zen-workload/tests/crash_epochs.rs`.)
 
 mod baseline_common;
@@ -383,4 +384,105 @@ fn bad_row_sizes_are_refused() {
     pool.abandon();
     let reopen = EngineConfig { create: false, ..c };
     assert!(matches!(NvcaracalEngine::<FsBackend>::open(&reopen), Err(Error::Corrupt(_))));
+}
+
+/// `RecoveryReport::bytes_scanned` is what recovery read from the pool's
+/// data, exactly: the meta page's five words and 16 log page ids (1 MiB of
+/// input log), then for each of the 4 tables' one slot page (256 slots of
+/// 256 bytes) both epoch words of every slot, the flags of every version
+/// kept, the value offset of every pooled live version, the key of every
+/// live row, and the rows of the two tables with a secondary index (the
+/// pooled one through its value's offset). A crash after the seal adds the
+/// input log read (header and payload).
+#[test]
+fn recovery_counts_the_bytes_it_reads_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(dir.path(), 256);
+    let e = create(&c);
+    // Pooled (200-byte rows) and inline (32) tables with a secondary index.
+    let indexed = |name: &str, pad: u16| {
+        TableSchema::new(name)
+            .column("balance", ColumnType::I64)
+            .column("pad", ColumnType::Bytes(pad))
+            .secondary_index("by_balance", &["balance"])
+    };
+    let ibig = e.create_table(&indexed("indexed_blobs", 192)).unwrap();
+    let ismall = e.create_table(&indexed("indexed_accounts", 24)).unwrap();
+    {
+        let mut w = e.worker().unwrap();
+        w.run(&immediate(), |tx| {
+            for k in 0..8 {
+                tx.insert(BIG, k, &big(1))?;
+            }
+            for k in 0..4 {
+                tx.insert(SMALL, k, &row(1))?;
+            }
+            for k in 0..3 {
+                tx.insert(ibig, k, &big(1))?;
+            }
+            for k in 0..2 {
+                tx.insert(ismall, k, &row(1))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        // The next epoch: a second version in 4 BIG slots and 1 ismall slot.
+        w.run(&immediate(), |tx| {
+            for k in 0..4 {
+                tx.update(BIG, k, &big(2))?;
+            }
+            tx.update(ismall, 0, &row(2))
+        })
+        .unwrap();
+    }
+    let meta = e.pool().page_offset(e.meta_page());
+    Box::new(e).close().unwrap();
+
+    let meta_bytes = 5 * 8 + 16 * 8;
+    let slots = 4 * 256;
+    let kept = (8 + 4) + 4 + 3 + (2 + 1);
+    let pooled_live = (8 + 4) + 3;
+    let live = 8 + 4 + 3 + 2;
+    let indexed_rows = 3 * (8 + BIG_ROW as u64) + 2 * ROW as u64;
+    let scan = slots * 16 + kept * 8 + pooled_live * 8 + live * 8 + indexed_rows;
+    assert_eq!(scan, 17_504);
+    let r =
+        NvcaracalEngine::<FsBackend>::open(&EngineConfig { create: false, ..c.clone() }).unwrap();
+    let report = r.recovery_report().unwrap();
+    let phase = |report: &zen_engine::RecoveryReport, n: &str| {
+        report.phases.iter().find(|p| p.name == n).unwrap().bytes
+    };
+    assert_eq!((report.pages_scanned, report.slots_scanned), (4, slots), "{report:?}");
+    assert_eq!(report.tuples_recovered, live, "{report:?}");
+    assert_eq!(phase(&report, "load-log"), meta_bytes, "{report:?}");
+    assert_eq!(phase(&report, "scan"), scan, "{report:?}");
+    assert_eq!(report.bytes_scanned, meta_bytes + scan, "{report:?}");
+
+    // One more epoch (2 BIG updates; the major collector deletes the 4
+    // stale versions first), then a crash after its seal: the mark is
+    // rolled back, so recovery reads the log of 1 transaction and reverts
+    // the 2 versions the epoch wrote.
+    let batch = vec![set(BIG, 6, 3), set(BIG, 7, 3)];
+    let out = r.submit_epoch(&batch, 1).unwrap();
+    assert_eq!(out.stats.gc_major, 4);
+    let epoch = r.durable_epoch();
+    let payload =
+        layout::encode_payload(batch.iter().map(|t| (t.proc.0, &t.writes[..], &t.input[..])));
+    let pool = r.into_pool().unwrap();
+    let p = pool.persister(0);
+    p.write_u64_atomic(meta + layout::META_EPOCH, epoch - 1);
+    p.persist(meta + layout::META_EPOCH, 8);
+    pool.abandon();
+    let r = NvcaracalEngine::<FsBackend>::open(&EngineConfig { create: false, ..c }).unwrap();
+    let report = r.recovery_report().unwrap();
+    assert_eq!(report.uncommitted_discarded, 2, "{report:?}");
+    // The 4 collected slots hold one version each (kept - 4); keys 6 and 7
+    // hold their old version (kept) and the reverted new one: the scan reads
+    // no flags or offset of a version being reverted.
+    let scan = slots * 16 + (kept - 4) * 8 + (pooled_live - 4) * 8 + live * 8 + indexed_rows;
+    assert_eq!(phase(&report, "scan"), scan, "{report:?}");
+    let log = layout::LOG_HEADER + payload.len() as u64;
+    assert_eq!(phase(&report, "load-log"), meta_bytes + log, "{report:?}");
+    assert_eq!(report.bytes_scanned, meta_bytes + log + scan, "{report:?}");
+    Box::new(r).close().unwrap();
 }

@@ -104,7 +104,8 @@ impl InjectedFault {
 }
 
 /// Engine knobs and sizes beyond the flags (the tests' scenarios set them;
-/// `zen crash-test` uses the defaults).
+/// `zen crash-test` sets only nvcaracal's, from `--nvcaracal-minor-gc` and
+/// `--nvcaracal-row-bytes`, and leaves the rest at the defaults).
 #[derive(Debug, Clone, Serialize)]
 pub struct Tuning {
     /// Zen+ α (a tiny α makes every read-write transaction privileged).
@@ -280,6 +281,28 @@ impl CampaignConfig {
         if self.nested_depth > 4 {
             return Err(out_of_range("--nested-depth", self.nested_depth, "0..=4"));
         }
+        let t = &self.tuning;
+        for (flag, set) in [
+            ("--nvcaracal-minor-gc", t.nvcaracal_minor_gc.is_some()),
+            ("--nvcaracal-row-bytes", t.nvcaracal_row_bytes.is_some()),
+        ] {
+            if set && self.engine != EngineKind::Nvcaracal {
+                return Err(ConfigError::KnobOfOtherEngine {
+                    flag,
+                    knob_engine: EngineKind::Nvcaracal.name(),
+                    engine: self.engine.name(),
+                });
+            }
+        }
+        if let Some(bytes) = t.nvcaracal_row_bytes
+            && zen_engine::baseline::nvcaracal::layout::check_row_bytes(bytes).is_err()
+        {
+            return Err(out_of_range(
+                "--nvcaracal-row-bytes",
+                bytes,
+                "0 (inline-only) or a multiple of 64 in 64..=4096",
+            ));
+        }
         Ok(())
     }
 
@@ -303,10 +326,32 @@ impl CampaignConfig {
         if let Some(k) = self.epochs {
             s.push_str(&format!(" --epochs {k}"));
         }
+        if let Some(minor) = self.tuning.nvcaracal_minor_gc {
+            s.push_str(&format!(" --nvcaracal-minor-gc {}", if minor { "on" } else { "off" }));
+        }
+        if let Some(bytes) = self.tuning.nvcaracal_row_bytes {
+            s.push_str(&format!(" --nvcaracal-row-bytes {bytes}"));
+        }
         if let Some(f) = self.fault {
             s.push_str(&format!(" --inject-fault {}", f.name()));
         }
         s
+    }
+
+    /// nvcaracal's collector and row layout as the campaign runs them (the
+    /// tuning, else the engine's defaults): "minor GC on, 256-byte rows";
+    /// `None` for the other engines.
+    pub fn nvcaracal_knobs(&self) -> Option<String> {
+        if self.engine != EngineKind::Nvcaracal {
+            return None;
+        }
+        let defaults = zen_engine::EngineConfig::default();
+        let minor = self.tuning.nvcaracal_minor_gc.unwrap_or(defaults.nvcaracal_minor_gc);
+        let rows = match self.tuning.nvcaracal_row_bytes.unwrap_or(defaults.nvcaracal_row_bytes) {
+            0 => "inline-only rows (row bytes 0)".to_string(),
+            r => format!("{r}-byte persistent rows"),
+        };
+        Some(format!("minor GC {}, {rows}", if minor { "on" } else { "off (major collector)" }))
     }
 
     /// "zen/silo", "mmdb".

@@ -242,6 +242,9 @@ impl CampaignReport {
                 e.recovered_unacked
             ));
         }
+        if let Some(knobs) = c.nvcaracal_knobs() {
+            out.push_str(&format!("  nvcaracal         {knobs}\n"));
+        }
         if let Some(f) = c.fault {
             out.push_str(&format!("  injected fault    {}\n", f.name()));
         }

@@ -263,6 +263,9 @@ pub enum ConfigError {
     NoOneShotForm { workload: &'static str },
     /// `--epochs` with an engine without the deterministic seam.
     NotDeterministic { engine: &'static str },
+    /// A knob of one engine (e.g. `--nvcaracal-minor-gc`) on a campaign of
+    /// another.
+    KnobOfOtherEngine { flag: &'static str, knob_engine: &'static str, engine: &'static str },
 }
 
 impl fmt::Display for ConfigError {
@@ -284,6 +287,9 @@ impl fmt::Display for ConfigError {
                 f,
                 "--epochs: {workload} has no one-shot form (epoch mode runs ycsb, smallbank and tpcc)"
             ),
+            ConfigError::KnobOfOtherEngine { flag, knob_engine, engine } => {
+                write!(f, "{flag}: a knob of the {knob_engine} engine, not of --engine {engine}")
+            }
             ConfigError::NotDeterministic { engine } => write!(
                 f,
                 "--epochs: --engine {engine} has no deterministic seam (epoch mode runs engines that take one-shot transactions in epochs, e.g. nvcaracal)"

@@ -20,6 +20,16 @@
 //!    being reverted); a version naming anything but a value of its
 //!    table's pool, or a value named twice, is `Corrupt` (before any
 //!    write).
+//!
+//!    `RecoveryReport::bytes_scanned` is exactly what steps 1 and 2 read
+//!    from the pool's data (each phase's share in its `bytes`): the meta
+//!    page's five words and its log page ids, the crashed epoch's log
+//!    (header and payload) when S = E + 1, then per slot both versions'
+//!    epoch words, per kept version its flags (and a pooled live one its
+//!    value offset), per live row its key, and the rows of tables with
+//!    secondary indexes (a pooled one through its offset). The catalog
+//!    and page table (read by every engine's open) and the replay's reads
+//!    (a normal epoch's, in `nvm_bytes_read`) are not in it.
 //! 3. **revert**: each such version's epoch word zeroed, flushed; one fence.
 //!    Idempotent, so a crash inside recovery is recovered the same way.
 //! 4. **replay**: epoch S re-run from its logged inputs on one thread
@@ -73,6 +83,10 @@ pub(super) fn recover<B: PmemBackend>(
         log_pages.push(p);
     }
     let row_bytes = b.load_u64(meta + layout::META_ROW_BYTES);
+    // Bytes read from the pool's data, phase by phase (the catalog and
+    // the page table, which every engine's open reads, are not counted):
+    // here the meta page's five words and its log page ids.
+    let mut load_bytes = 5 * 8 + count * 8;
     if layout::check_row_bytes(row_bytes).is_err() {
         return Err(corrupt(format!("meta page names a persistent row of {row_bytes} bytes")));
     }
@@ -98,7 +112,13 @@ pub(super) fn recover<B: PmemBackend>(
     let before = engine.pool.total_counters();
 
     // 1. The crashed epoch's inputs, validated before any write.
-    let replay = if seal == durable + 1 { Some(load_log(&engine, seal)?) } else { None };
+    let replay = if seal == durable + 1 {
+        let (txns, read) = load_log(&engine, seal)?;
+        load_bytes += read;
+        Some(txns)
+    } else {
+        None
+    };
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
 
     // 2. Scan every slot.
@@ -112,6 +132,12 @@ pub(super) fn recover<B: PmemBackend>(
     let mut named: Vec<Vec<u64>> = vec![Vec::new(); engine.tables.read().len()];
     let mut value_pages: Vec<(u64, PageOwner)> = Vec::new();
     let (mut pages, mut slots, mut live) = (0u64, 0u64, 0u64);
+    // Bytes the scan reads: per slot both versions' epoch words; per
+    // version kept its flags word, and a pooled live version's value
+    // offset; per live row its key; the rows of tables with secondary
+    // indexes (through the value's offset when pooled). Value pages are
+    // not read: their free lists are computed from the offsets.
+    let mut scan_bytes = 0u64;
     let tables = engine.tables.read().clone();
     let owned = engine.pool.owned_pages()?;
     let thread = super::super::BACKGROUND_THREAD;
@@ -146,6 +172,7 @@ pub(super) fn recover<B: PmemBackend>(
             for v in 0..2 {
                 let at = slot + t.version_offset(v);
                 let e = b.load_u64(at);
+                scan_bytes += 8;
                 if e == 0 {
                     continue;
                 }
@@ -161,8 +188,10 @@ pub(super) fn recover<B: PmemBackend>(
                 }
                 kept += 1;
                 let flags = b.load_u64(at + 8);
+                scan_bytes += 8;
                 if t.lay.pooled && flags & layout::FLAG_TOMBSTONE == 0 {
                     named[t.id as usize].push(b.load_u64(at + layout::VERSION_HEADER));
+                    scan_bytes += 8;
                 }
                 if best.is_none_or(|(be, _, _)| e > be) {
                     best = Some((e, v, flags));
@@ -174,10 +203,12 @@ pub(super) fn recover<B: PmemBackend>(
             match best {
                 Some((e, v, flags)) if flags & layout::FLAG_TOMBSTONE == 0 => {
                     let key = b.load_u64(slot);
+                    scan_bytes += 8;
                     let r = RowRef { slot, newest: v as u8, epoch: e };
                     if !t.secondary.is_empty() {
                         row.resize(t.row, 0);
                         engine.read_row(thread, t, r, &mut row);
+                        scan_bytes += t.row as u64 + if t.lay.pooled { 8 } else { 0 };
                         for s in &t.secondary {
                             s.insert(&row, key);
                         }
@@ -246,7 +277,7 @@ pub(super) fn recover<B: PmemBackend>(
     let replay_ms = t3.elapsed().as_secs_f64() * 1e3;
     let read = engine.pool.total_counters().since(&before).bytes_read;
     let total_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let scanned = slots * 32;
+    let scanned = load_bytes + scan_bytes;
     engine.recovery = Some(RecoveryReport {
         threads: 1,
         pages_scanned: pages,
@@ -262,10 +293,10 @@ pub(super) fn recover<B: PmemBackend>(
             RecoveryPhase::new(
                 "load-log",
                 load_ms,
-                0,
+                load_bytes,
                 replay.as_ref().map_or(0, |r| r.len() as u64),
             ),
-            RecoveryPhase::new("scan", scan_ms, scanned, live),
+            RecoveryPhase::new("scan", scan_ms, scan_bytes, live),
             RecoveryPhase::new("revert", revert_ms, reverts.len() as u64 * 8, reverts.len() as u64),
             RecoveryPhase::new("replay", replay_ms, 0, replayed),
         ],
@@ -275,8 +306,12 @@ pub(super) fn recover<B: PmemBackend>(
     Ok(engine)
 }
 
-/// The logged inputs of epoch `epoch`, fully validated.
-fn load_log<B: PmemBackend>(engine: &NvcaracalEngine<B>, epoch: u64) -> Result<Vec<OneShot>> {
+/// The logged inputs of epoch `epoch`, fully validated, and the bytes of
+/// the log read (its header and payload).
+fn load_log<B: PmemBackend>(
+    engine: &NvcaracalEngine<B>,
+    epoch: u64,
+) -> Result<(Vec<OneShot>, u64)> {
     let bad = |detail: String| Error::InputLogCorrupt { epoch, detail };
     let thread = super::super::BACKGROUND_THREAD;
     let mut h = [0u8; 64];
@@ -300,7 +335,7 @@ fn load_log<B: PmemBackend>(engine: &NvcaracalEngine<B>, epoch: u64) -> Result<V
         return Err(bad("checksum mismatch".into()));
     }
     let tables = engine.tables.read().len();
-    layout::decode_payload(epoch, &payload, txns)?
+    let txns = layout::decode_payload(epoch, &payload, txns)?
         .into_iter()
         .map(|t| {
             if !engine.procedures.contains(ProcId(t.proc)) {
@@ -315,5 +350,6 @@ fn load_log<B: PmemBackend>(engine: &NvcaracalEngine<B>, epoch: u64) -> Result<V
                 writes: t.writes.into_iter().map(|(tb, k)| (TableId(tb), k)).collect(),
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    Ok((txns, layout::LOG_HEADER + len))
 }

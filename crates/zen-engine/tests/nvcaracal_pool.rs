@@ -34,6 +34,16 @@ fn blobs() -> TableSchema {
 
 /// A 200-byte row whose every byte depends on `v` (so a value read from the
 /// wrong place shows).
+/// Drop `e` as a crash would, after durably storing `value` at pool offset
+/// `at`: a crash image with one word changed.
+fn crash_with_word(e: NvcaracalEngine<FsBackend>, at: u64, value: u64) {
+    let pool = e.into_pool().unwrap();
+    let p = pool.persister(0);
+    p.write_u64_atomic(at, value);
+    p.persist(at, 8);
+    pool.abandon();
+}
+
 fn big(v: i64) -> Vec<u8> {
     let mut r: Vec<u8> = (0..BIG_ROW).map(|i| (i as u8).wrapping_mul(31) ^ v as u8).collect();
     r[..8].copy_from_slice(&v.to_le_bytes());
@@ -302,11 +312,7 @@ fn a_crashed_epochs_value_allocations_are_reverted_without_a_leak() {
     assert_eq!((out.stats.values_freed, out.stats.values_allocated), (6, 6));
     let state = rows(&e);
     let meta = e.pool().page_offset(e.meta_page());
-    let pool = e.into_pool().unwrap();
-    let p = pool.persister(0);
-    p.write_u64_atomic(meta + layout::META_EPOCH, 2);
-    p.persist(meta + layout::META_EPOCH, 8);
-    pool.abandon();
+    crash_with_word(e, meta + layout::META_EPOCH, 2);
     let r =
         NvcaracalEngine::<FsBackend>::open(&EngineConfig { create: false, ..c.clone() }).unwrap();
     let report = r.recovery_report().unwrap();
@@ -351,11 +357,7 @@ fn a_corrupt_value_pointer_is_a_typed_error_on_open() {
             1 => second,
             other => other,
         };
-        let pool = e.into_pool().unwrap();
-        let p = pool.persister(0);
-        p.write_u64_atomic(pointer(0), bad);
-        p.persist(pointer(0), 8);
-        pool.abandon();
+        crash_with_word(e, pointer(0), bad);
         match NvcaracalEngine::<FsBackend>::open(&EngineConfig { create: false, ..c }) {
             Err(Error::Corrupt(m)) => assert!(m.contains("blobs"), "{what}: {m}"),
             Err(other) => panic!("{what}: expected Corrupt, got {other}"),
@@ -377,11 +379,7 @@ fn bad_row_sizes_are_refused() {
     assert_eq!(e.value_pool().unwrap().len(), 2);
     assert_eq!(dump(&e, SMALL), [(1, 5)]);
     let meta = e.pool().page_offset(e.meta_page());
-    let pool = e.into_pool().unwrap();
-    let p = pool.persister(0);
-    p.write_u64_atomic(meta + layout::META_ROW_BYTES, 3);
-    p.persist(meta + layout::META_ROW_BYTES, 8);
-    pool.abandon();
+    crash_with_word(e, meta + layout::META_ROW_BYTES, 3);
     let reopen = EngineConfig { create: false, ..c };
     assert!(matches!(NvcaracalEngine::<FsBackend>::open(&reopen), Err(Error::Corrupt(_))));
 }
@@ -468,11 +466,7 @@ fn recovery_counts_the_bytes_it_reads_exactly() {
     let epoch = r.durable_epoch();
     let payload =
         layout::encode_payload(batch.iter().map(|t| (t.proc.0, &t.writes[..], &t.input[..])));
-    let pool = r.into_pool().unwrap();
-    let p = pool.persister(0);
-    p.write_u64_atomic(meta + layout::META_EPOCH, epoch - 1);
-    p.persist(meta + layout::META_EPOCH, 8);
-    pool.abandon();
+    crash_with_word(r, meta + layout::META_EPOCH, epoch - 1);
     let r = NvcaracalEngine::<FsBackend>::open(&EngineConfig { create: false, ..c }).unwrap();
     let report = r.recovery_report().unwrap();
     assert_eq!(report.uncommitted_discarded, 2, "{report:?}");

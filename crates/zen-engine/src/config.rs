@@ -316,20 +316,29 @@ pub enum RaceFault {
     /// TicToc validates a read-only transaction at logical time 0 instead of
     /// the largest wts it read.
     TictocReadOnlyAtZero,
+    /// A phantom re-scan ignores the keys unlinked while it ran
+    /// (`index/mod.rs`, "Phantoms and unlinks"): a row that moves to another
+    /// key and back can be missed by the scan and by its re-scan. Not a
+    /// protocol's own code path (every engine re-scans through the index);
+    /// injected through TicToc's.
+    RescanIgnoresUnlinks,
 }
 
 impl RaceFault {
-    pub const ALL: [RaceFault; 3] = [
+    pub const ALL: [RaceFault; 4] = [
         RaceFault::NoLocationRecheck,
         RaceFault::TictocExtendUnderLock,
         RaceFault::TictocReadOnlyAtZero,
+        RaceFault::RescanIgnoresUnlinks,
     ];
 
     /// The protocol whose code path the fault breaks.
     pub fn cc(self) -> CcKind {
         match self {
             RaceFault::NoLocationRecheck => CcKind::Hekaton,
-            RaceFault::TictocExtendUnderLock | RaceFault::TictocReadOnlyAtZero => CcKind::Tictoc,
+            RaceFault::TictocExtendUnderLock
+            | RaceFault::TictocReadOnlyAtZero
+            | RaceFault::RescanIgnoresUnlinks => CcKind::Tictoc,
         }
     }
 }

@@ -120,17 +120,27 @@ fn bank_with(kind: EngineKind, cc: CcKind, threads: usize, durability: Durabilit
             let mut w = engine.worker().unwrap();
             let mut audits = 0;
             while !stop.load(Ordering::Acquire) || audits < 5 {
+                let mut seen = Vec::new();
                 let sum = w
                     .run(&TxnOptions::read_only(), |tx| {
                         let mut sum = 0;
-                        tx.scan(t, 0..=u64::MAX >> 1, usize::MAX, &mut |_, r| {
+                        seen.clear();
+                        tx.scan(t, 0..=u64::MAX >> 1, usize::MAX, &mut |k, r| {
                             sum += value(r);
+                            seen.push((k, value(r)));
                             true
                         })?;
                         Ok(sum)
                     })
                     .unwrap();
-                assert_eq!(sum, expected, "{}: an audit saw a non-serializable state", kind.name());
+                assert_eq!(
+                    sum,
+                    expected,
+                    "{}: an audit saw a non-serializable state {} keys: {:?}",
+                    kind.name(),
+                    seen.len(),
+                    seen
+                );
                 audits += 1;
             }
             audits

@@ -97,6 +97,9 @@ impl Iterator for Range<'_> {
             if self.done || self.next >= self.end {
                 return None;
             }
+            // Between batches (no epoch pin held): a model may run the
+            // writers here (`tests/schedules.rs`, moving rows).
+            crate::sched::point();
             let guard = self.set.tree.pin();
             let want = self.batch;
             let got = self.set.tree.range(

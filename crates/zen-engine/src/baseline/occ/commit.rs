@@ -108,8 +108,15 @@ impl<S: Store> OccWorker<'_, S> {
         Ok(())
     }
 
-    /// Silo's read validation, then every scanned range (phantoms).
+    /// Every scanned range (phantoms), then Silo's read validation: a
+    /// re-scan holds the range as it was when it started (`rescan_stable`),
+    /// and the reads checked after it were current then too.
     fn validate(&self) -> Result<()> {
+        for scan in &self.scans {
+            if !self.scan_still_valid(scan) {
+                return Err(Error::Abort(AbortReason::Phantom));
+            }
+        }
         for r in &self.reads {
             crate::sched::point();
             let word = &self.tables[r.table as usize].records.get(r.rid).tid;
@@ -120,19 +127,19 @@ impl<S: Store> OccWorker<'_, S> {
                 return Err(Error::Abort(AbortReason::ReadValidation));
             }
         }
-        for scan in &self.scans {
-            if !self.scan_still_valid(scan) {
-                return Err(Error::Abort(AbortReason::Phantom));
-            }
-        }
         Ok(())
     }
 
     /// Every record in the scanned range now was met live by the scan (and
     /// is validated as a read), or is this transaction's write, or is not
-    /// live and not being inserted (unlocked absent).
+    /// live and not being inserted (unlocked absent); and no key of the range
+    /// left the index meanwhile (`index::PrimaryIndex::rescan_stable`).
     fn scan_still_valid(&self, scan: &ScanItem) -> bool {
         let t = &self.tables[scan.table as usize];
+        t.index.rescan_stable(scan.low, scan.high, || self.rescan_matches(t, scan))
+    }
+
+    fn rescan_matches(&self, t: &super::Table<S::TableExt>, scan: &ScanItem) -> bool {
         let seen = &self.seen[scan.seen_at..scan.seen_at + scan.seen_len];
         let mut next_seen = seen.iter().peekable();
         for (key, rid) in t.range(scan.low..=scan.high) {

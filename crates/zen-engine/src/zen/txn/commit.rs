@@ -125,7 +125,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
 
     /// Is the injected race `f` switched on (schedule tests only)?
     #[inline]
-    fn race(&self, f: RaceFault) -> bool {
+    pub(in crate::zen::txn) fn race(&self, f: RaceFault) -> bool {
         self.s.config.race_fault == Some(f)
     }
 }

@@ -3,7 +3,9 @@
 //! A scan reads every record of the range through the normal read path (so
 //! each row is validated like a point read) and remembers the record ids it
 //! met; commit re-scans the index range and aborts with `Phantom` if the set
-//! of records changed (records the transaction inserted itself excepted).
+//! of records changed (records the transaction inserted itself excepted) or
+//! a key of the range was unlinked while it re-scanned (`index/mod.rs`,
+//! "Phantoms and unlinks").
 
 use std::ops::RangeInclusive;
 
@@ -12,6 +14,7 @@ use zen_pmem::PmemBackend;
 use super::{ReadItem, ScanItem, WriteKind, ZenWorker};
 use crate::api::{TableId, Transaction};
 use crate::cc::{Protocol, silo};
+use crate::config::RaceFault;
 use crate::error::{Error, Result};
 use crate::zen::cache::LOC_EMPTY;
 use crate::zen::table::Table;
@@ -123,9 +126,17 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         Ok(loc != LOC_EMPTY && observed & silo::ABSENT == 0)
     }
 
-    /// Does the index range of `scan` still hold exactly the records it met?
+    /// Does the index range of `scan` still hold exactly the records it met,
+    /// with no key of it unlinked meanwhile (`index::PrimaryIndex::rescan_stable`)?
     pub(super) fn scan_still_valid(&self, scan: &ScanItem) -> bool {
         let t = &self.tables[scan.table as usize];
+        if self.race(RaceFault::RescanIgnoresUnlinks) {
+            return self.rescan_matches(t, scan);
+        }
+        t.index.rescan_stable(scan.low, scan.high, || self.rescan_matches(t, scan))
+    }
+
+    fn rescan_matches(&self, t: &Table, scan: &ScanItem) -> bool {
         let seen = &self.scan_rids[scan.rids_at..scan.rids_at + scan.rids_len];
         let mine = |rid: u64| {
             self.writes

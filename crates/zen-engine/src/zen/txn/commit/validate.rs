@@ -1,4 +1,4 @@
-//! Commit phase 2, VALIDATE: the protocol's read checks, then phantoms.
+//! Commit phase 2, VALIDATE: phantoms, then the protocol's read checks.
 //!
 //! The read checks are the protocol's (`cc/`): `P::VALIDATES_READS` says
 //! whether there are any, `P::read_still_valid` runs them one read at a
@@ -11,8 +11,9 @@
 //!      drawn, so a read that is valid now stays valid until the new
 //!      versions are published (Silo's serialisation point); a read-only
 //!      transaction validates with nothing locked.
-//! (V2) Every scanned range is re-scanned and must hold the same records
-//!      (`Abort(Phantom)`), whatever the protocol (`scan.rs`).
+//! (V2) Every scanned range is re-scanned, first, and must hold the same
+//!      records with no key of it unlinked during the re-scan
+//!      (`Abort(Phantom)`), whatever the protocol (`scan.rs`, `index/mod.rs`).
 //! (V3) Validation writes no NVM; the only shared stores are TicToc's rts
 //!      extensions (and `tictoc_high`), which are valid whatever the outcome.
 
@@ -27,9 +28,15 @@ use crate::error::{AbortReason, Error, Result};
 use crate::zen::cache::{LOC_EMPTY, loc_entry};
 
 impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
-    /// Read validation as the protocol requires, plus phantom checks of every
-    /// scanned range (all protocols). `logical` is TicToc's commit timestamp.
+    /// Phantom checks of every scanned range (all protocols), then read
+    /// validation as the protocol requires: a re-scan holds the range as it
+    /// was when it started (`index::PrimaryIndex::rescan_stable`), so reads
+    /// checked after it were current at that instant too. `logical` is
+    /// TicToc's commit timestamp.
     pub(super) fn validate(&self, logical: u64) -> Result<()> {
+        if self.scans.iter().any(|s| !self.scan_still_valid(s)) {
+            return Err(Error::Abort(AbortReason::Phantom));
+        }
         if P::VALIDATES_READS {
             // Each check loads the record's location word and the entry's
             // version word, both usually evicted since the read: start all
@@ -48,9 +55,6 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                     return Err(Error::Abort(AbortReason::ReadValidation));
                 }
             }
-        }
-        if self.scans.iter().any(|s| !self.scan_still_valid(s)) {
-            return Err(Error::Abort(AbortReason::Phantom));
         }
         Ok(())
     }

@@ -1,8 +1,12 @@
 //! The Met-Cache: per-(table, worker) regions of DRAM entries.
 //!
 //! An entry holds a tuple's data, a pointer to its NVM slot, its key and
-//! record id, CLOCK / copy flags, an "active" stamp and the protocol's CC-Meta
-//! (three atomic words interpreted by the protocol). Data is stored as atomic
+//! record id, a copy flag, an "active" stamp and the protocol's CC-Meta
+//! (three atomic words interpreted by the protocol). Its CLOCK reference bit
+//! is not in the entry: each chunk keeps its entries' bits in a bitmap
+//! (`Chunk::refs`), so the hand passes 64 recently used entries with one word
+//! instead of 64 entry lines (on TPC-C at a 70 % hit ratio the per-entry
+//! flags made the hand 11 % of Zen's time, each step an entry-line miss). Data is stored as atomic
 //! words so that optimistic readers may copy it while a writer installs a new
 //! version (the protocol's version word tells them to retry).
 //!
@@ -35,7 +39,7 @@ const CHUNK_ENTRIES: usize = 1024;
 /// Capacity of a region's queue of copied-away entries (C5).
 const COPIED_CAPACITY: usize = 256;
 
-pub const FLAG_CLOCK: u64 = 1;
+/// The entry was copied into another region (C2, C5).
 pub const FLAG_COPY: u64 = 2;
 
 /// Location word of a record: `0` = no version, `CACHED | worker << 40 | index`
@@ -69,21 +73,11 @@ pub struct Entry {
 
 const _: () = assert!(std::mem::size_of::<Entry>() == 64);
 
-impl Entry {
-    /// Mark the entry used by a transaction that began at `begin_ts`.
-    #[inline]
-    pub fn touch(&self, begin_ts: u64) {
-        if self.touch_ts.load(Ordering::Relaxed) < begin_ts {
-            self.touch_ts.fetch_max(begin_ts, Ordering::AcqRel);
-        }
-        if self.flags.load(Ordering::Relaxed) & FLAG_CLOCK == 0 {
-            self.flags.fetch_or(FLAG_CLOCK, Ordering::Relaxed);
-        }
-    }
-}
-
 struct Chunk {
     entries: Box<[Entry]>,
+    /// CLOCK reference bits, one per entry (bit `i % 64` of word `i / 64`):
+    /// set when the entry is filled or used, cleared by the hand.
+    refs: Box<[AtomicU64]>,
     /// The key of each entry (cold: written when the entry is filled).
     keys: Box<[AtomicU64]>,
     data: Box<[AtomicU64]>,
@@ -184,6 +178,16 @@ pub struct CacheRegion {
     binding: OnceLock<(std::sync::Arc<crate::numa::MemoryBinder>, usize)>,
 }
 
+/// Set bit `i % 64` of word `i / 64` of `refs` (a load first: a used
+/// entry's bit is usually set already, and the word is shared by 64 entries).
+#[inline]
+fn reference(refs: &[AtomicU64], i: usize) {
+    let (word, bit) = (&refs[i / 64], 1u64 << (i % 64));
+    if word.load(Ordering::Relaxed) & bit == 0 {
+        word.fetch_or(bit, Ordering::Relaxed);
+    }
+}
+
 /// Result of asking a region for an entry.
 pub enum Alloc {
     Entry(u32),
@@ -231,11 +235,13 @@ impl CacheRegion {
         self.chunks[c].get_or_init(|| {
             let chunk = Chunk {
                 entries: (0..CHUNK_ENTRIES).map(|_| Entry::default()).collect(),
+                refs: (0..CHUNK_ENTRIES / 64).map(|_| AtomicU64::new(0)).collect(),
                 keys: (0..CHUNK_ENTRIES).map(|_| AtomicU64::new(0)).collect(),
                 data: (0..CHUNK_ENTRIES * self.words_per_row).map(|_| AtomicU64::new(0)).collect(),
             };
             if let Some((binder, node)) = self.binding.get() {
                 binder.bind(&chunk.entries, *node);
+                binder.bind(&chunk.refs, *node);
                 binder.bind(&chunk.keys, *node);
                 binder.bind(&chunk.data, *node);
                 binder.chunk_done();
@@ -247,6 +253,26 @@ impl CacheRegion {
     #[inline]
     pub fn entry(&self, index: u32) -> &Entry {
         &self.chunk(index).entries[index as usize % CHUNK_ENTRIES]
+    }
+
+    /// Mark entry `index` used by a transaction that began at `begin_ts`:
+    /// its active stamp (C3) and its CLOCK reference bit. Returns the entry.
+    #[inline]
+    pub fn touch(&self, index: u32, begin_ts: u64) -> &Entry {
+        let c = self.chunk(index);
+        let i = index as usize % CHUNK_ENTRIES;
+        let e = &c.entries[i];
+        if e.touch_ts.load(Ordering::Relaxed) < begin_ts {
+            e.touch_ts.fetch_max(begin_ts, Ordering::AcqRel);
+        }
+        reference(&c.refs, i);
+        e
+    }
+
+    /// Set entry `index`'s CLOCK reference bit (an entry being filled).
+    #[inline]
+    pub fn reference(&self, index: u32) {
+        reference(&self.chunk(index).refs, index as usize % CHUNK_ENTRIES);
     }
 
     /// The key of entry `index`.
@@ -355,40 +381,76 @@ impl CacheRegion {
     }
 
     /// Advance the CLOCK hand and return candidate victims: entries holding a
-    /// record whose clock bit was clear (bits are cleared as the hand passes).
-    /// Free and retired entries (no record) are passed over, not returned:
-    /// were they returned, a region with many of them would report nothing
-    /// evictable while it is full of victims. The hand moves at most
+    /// record whose reference bit was clear (bits are cleared as the hand
+    /// passes). Free and retired entries (no record) are passed over, not
+    /// returned: were they returned, a region with many of them would report
+    /// nothing evictable while it is full of victims. The hand moves at most
     /// `8 * max + 64` entries per call, so one call costs O(max) however many
     /// entries are free or recently used; the next call goes on from there.
+    /// It reads the reference bits a word (64 entries) at a time and loads
+    /// only the entries whose bit is clear.
     pub fn clock_candidates(&self, max: usize, out: &mut Vec<u32>) {
         let mut s = self.state.lock();
         let n = s.allocated;
         if n == 0 {
             return;
         }
-        let steps = (2 * n as usize).min(8 * max + 64);
-        /// Entries ahead of the hand whose lines are requested early.
-        const AHEAD: u32 = 8;
-        let mut next = s.hand % n;
-        for _ in 0..steps {
-            let index = next;
-            next = if index + 1 < n { index + 1 } else { 0 };
-            s.hand = next;
-            if index + AHEAD < n {
-                zen_pmem::cpu::prefetch(self.entry(index + AHEAD));
+        /// Candidates of a word whose lines are requested at once.
+        const AHEAD: usize = 8;
+        let mut left = (2 * n as usize).min(8 * max + 64);
+        let mut index = s.hand % n;
+        while left > 0 {
+            let c = self.chunk(index);
+            let i = index as usize % CHUNK_ENTRIES;
+            let (word, first) = (&c.refs[i / 64], i % 64);
+            // The entries of this word from `index` on: up to the word's end,
+            // the last allocated entry and the steps left.
+            let span = (64 - first).min((n - index) as usize).min(left);
+            let bits = word.load(Ordering::Relaxed);
+            let span_mask = (u64::MAX >> (64 - span)) << first;
+            // The first candidates' lines are requested before the first is
+            // read, so their misses overlap (the hand's cost is these misses:
+            // a candidate is an entry nobody used lately). Requesting every
+            // candidate of the word was slower (clock_candidates 11.8 % of
+            // TPC-C's time against 8.1 %: the misses queue).
+            let mut ahead = !bits & span_mask;
+            for _ in 0..AHEAD {
+                if ahead == 0 {
+                    break;
+                }
+                zen_pmem::cpu::prefetch(&c.entries[i - first + ahead.trailing_zeros() as usize]);
+                ahead &= ahead - 1;
             }
-            let e = self.entry(index);
-            if e.record.load(Ordering::Acquire) == 0 {
-                continue;
+            let mut passed = 0;
+            let mut full = false;
+            while passed < span {
+                let b = first + passed;
+                passed += 1;
+                if bits & (1 << b) != 0 {
+                    continue;
+                }
+                if c.entries[i - first + b].record.load(Ordering::Acquire) == 0 {
+                    continue;
+                }
+                out.push(index + (b - first) as u32);
+                if out.len() >= max {
+                    full = true;
+                    break;
+                }
             }
-            let flags = e.flags.load(Ordering::Relaxed);
-            if flags & FLAG_CLOCK != 0 {
-                e.flags.fetch_and(!FLAG_CLOCK, Ordering::Relaxed);
-                continue;
+            // Second chance: clear the bits the hand passed (a bit set since
+            // the load stays set).
+            let cleared = bits & span_mask & (u64::MAX >> (64 - (first + passed)));
+            if cleared != 0 {
+                word.fetch_and(!cleared, Ordering::Relaxed);
             }
-            out.push(index);
-            if out.len() >= max {
+            left -= passed;
+            index += passed as u32;
+            if index >= n {
+                index = 0;
+            }
+            s.hand = index;
+            if full {
                 return;
             }
         }
@@ -448,5 +510,47 @@ mod tests {
         assert_eq!(region.used(), 6);
         assert!(matches!(region.allocate(|| u64::MAX), Alloc::Entry(2)));
         assert!(matches!(region.allocate(|| u64::MAX), Alloc::Entry(7)));
+    }
+
+    #[test]
+    fn the_hand_gives_unreferenced_entries_and_clears_the_bits_it_passes() {
+        // 200 entries over four reference words; entry 5 is free (no record).
+        let region = CacheRegion::new(8, 256);
+        for i in 0..200u32 {
+            assert!(matches!(region.allocate(|| u64::MAX), Alloc::Entry(j) if j == i));
+            if i != 5 {
+                region.entry(i).record.store(u64::from(i) + 1, Ordering::Relaxed);
+            }
+        }
+        let used: Vec<u32> = (0..200).filter(|i| i % 3 == 0 || (60..140).contains(i)).collect();
+        for &i in &used {
+            region.touch(i, 1);
+        }
+        let referenced = |i: u32| {
+            region.chunk(i).refs[i as usize / 64].load(Ordering::Relaxed) >> (i % 64) & 1 == 1
+        };
+        let mut out = Vec::new();
+        region.clock_candidates(10, &mut out);
+        // The first ten with a clear bit and a record, in order (5 is free).
+        let want: Vec<u32> = (0..200).filter(|&i| i != 5 && !used.contains(&i)).take(10).collect();
+        assert_eq!(out, want);
+        // Passed bits are cleared, bits beyond the hand are not.
+        let last = *want.last().unwrap();
+        assert!((0..=last).all(|i| !referenced(i)), "a passed bit is still set");
+        assert!(used.iter().filter(|&&i| i > last).all(|&i| referenced(i)));
+        // Two turns (the most one call walks): the hand goes on from where
+        // it stopped, and on its second pass over an entry that was used its
+        // second chance is spent, so every entry with a record comes out.
+        out.clear();
+        region.clock_candidates(400, &mut out);
+        let next = (last + 1..200).find(|i| !used.contains(i)).unwrap();
+        assert_eq!(out[0], next, "the hand goes on after {last}");
+        assert!((0..200).filter(|&i| i != 5).all(|i| out.contains(&i)));
+        assert!(!out.contains(&5), "a free entry is never a candidate");
+        // A used entry is skipped again once.
+        region.touch(0, 2);
+        out.clear();
+        region.clock_candidates(1, &mut out);
+        assert_ne!(out, vec![0]);
     }
 }

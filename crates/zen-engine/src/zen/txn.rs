@@ -22,7 +22,7 @@ use std::sync::atomic::{Ordering, fence};
 use zen_pmem::PmemBackend;
 
 use super::Shared;
-use super::cache::{Alloc, FLAG_CLOCK, FLAG_COPY, LOC_EMPTY, loc_cached, loc_entry};
+use super::cache::{Alloc, FLAG_COPY, LOC_EMPTY, loc_cached, loc_entry};
 use super::table::Table;
 use crate::api::{CacheStats, Durability, TableId, TxnOptions};
 use crate::cc::{Protocol, ReadItem, silo};
@@ -297,11 +297,10 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
                 continue;
             };
             let region = &t.caches[w];
-            let e = region.entry(idx);
             // The entry and its row are both misses for a cold entry: start
             // the row's load now so that the two overlap.
             zen_pmem::cpu::prefetch(&region.data(idx)[0]);
-            e.touch(self.begin_ts);
+            let e = region.touch(idx, self.begin_ts);
             let t1 = e.cc[0].load(Ordering::Acquire);
             if t1 & (silo::LOCK | silo::OBSOLETE) != 0 {
                 backoff(spin);
@@ -345,7 +344,8 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         region.key(idx).store(h.key, Ordering::Relaxed);
         e.record.store(rid + 1, Ordering::Relaxed);
         e.slot.store(slot, Ordering::Relaxed);
-        e.flags.store(FLAG_CLOCK, Ordering::Relaxed);
+        e.flags.store(0, Ordering::Relaxed);
+        region.reference(idx);
         e.touch_ts.store(self.begin_ts, Ordering::Relaxed);
         e.cc[0].store(silo::tid(h.cts, h.deleted), Ordering::Relaxed);
         for w in &e.cc[1..] {
@@ -775,7 +775,8 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
                 region.key(idx).store(key, Ordering::Relaxed);
                 e.record.store(rid + 1, Ordering::Relaxed);
                 e.slot.store(0, Ordering::Relaxed);
-                e.flags.store(FLAG_CLOCK, Ordering::Relaxed);
+                e.flags.store(0, Ordering::Relaxed);
+                region.reference(idx);
                 e.touch_ts.store(self.begin_ts, Ordering::Relaxed);
                 e.cc[0].store(prev | silo::LOCK, Ordering::Relaxed);
                 for w in &e.cc[1..] {
@@ -796,8 +797,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             let Some((w, idx)) = loc_entry(loc) else {
                 return Err(Error::DuplicateKey { table: t.schema.name.clone(), key });
             };
-            let e = t.caches[w].entry(idx);
-            e.touch(self.begin_ts);
+            let e = t.caches[w].touch(idx, self.begin_ts);
             let cur = e.cc[0].load(Ordering::Acquire);
             if cur & silo::ABSENT == 0 && cur & silo::OBSOLETE == 0 {
                 return Err(Error::DuplicateKey { table: t.schema.name.clone(), key });

@@ -17,7 +17,7 @@ use zen_pmem::PmemBackend;
 use super::{SPIN_LIMIT, ZenWorker, backoff};
 use crate::cc::{Protocol, mvcc, silo};
 use crate::error::{AbortReason, Error, Result};
-use crate::zen::cache::{CacheRegion, Entry, FLAG_CLOCK, LOC_EMPTY, loc_cached, loc_entry};
+use crate::zen::cache::{CacheRegion, Entry, LOC_EMPTY, loc_cached, loc_entry};
 use crate::zen::table::Table;
 
 impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
@@ -53,8 +53,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 }
                 continue;
             };
-            let head = t.caches[w].entry(idx);
-            head.touch(self.begin_ts);
+            let head = t.caches[w].touch(idx, self.begin_ts);
             let v = head.cc[0].load(Ordering::SeqCst);
             if v & silo::OBSOLETE != 0 {
                 continue;
@@ -206,7 +205,8 @@ fn init_entry(region: &CacheRegion, idx: u32, key: u64, rid: u64, slot: u64, tou
     region.key(idx).store(key, Ordering::Relaxed);
     e.record.store(rid + 1, Ordering::Relaxed);
     e.slot.store(slot, Ordering::Relaxed);
-    e.flags.store(FLAG_CLOCK, Ordering::Relaxed);
+    e.flags.store(0, Ordering::Relaxed);
+    region.reference(idx);
     e.touch_ts.store(touch, Ordering::Relaxed);
     for w in &e.cc[1..] {
         w.store(0, Ordering::Relaxed);

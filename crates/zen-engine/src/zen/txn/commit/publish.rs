@@ -28,7 +28,7 @@ use zen_pmem::PmemBackend;
 
 use super::super::{WriteItem, WriteKind, ZenWorker};
 use crate::cc::{Protocol, silo};
-use crate::zen::cache::{FLAG_CLOCK, FLAG_COPY, LOC_EMPTY, loc_cached, loc_entry};
+use crate::zen::cache::{FLAG_COPY, LOC_EMPTY, loc_cached, loc_entry};
 use crate::zen::space::Garbage;
 use crate::zen::table::Table;
 
@@ -179,7 +179,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         region.key(idx).store(key, Ordering::Relaxed);
         e.record.store(rid + 1, Ordering::Relaxed);
         e.slot.store(v.slot, Ordering::Relaxed);
-        e.flags.store(FLAG_CLOCK, Ordering::Relaxed);
+        e.flags.store(0, Ordering::Relaxed);
+        region.reference(idx);
         e.touch_ts.store(self.begin_ts, Ordering::Relaxed);
         for word in &e.cc[1..] {
             word.store(0, Ordering::Relaxed);

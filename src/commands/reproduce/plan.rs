@@ -125,13 +125,15 @@ impl Calibration {
     /// The overhead of a run of `figure` with `args`, and where it came from.
     fn overhead(&self, figure: &str, args: &[String]) -> (f64, String) {
         let (workload, setup) = workload_and_setup(args);
-        let levels: [(&dyn Fn(&Sample) -> bool, String); 3] = [
-            (&|s: &Sample| s.figure == figure, "its own runs".to_string()),
+        // Each level: which samples count, and how the output names them.
+        type Level<'a> = (Box<dyn Fn(&Sample) -> bool + 'a>, String);
+        let levels: [Level; 3] = [
+            (Box::new(|s: &Sample| s.figure == figure), "its own runs".to_string()),
             (
-                &|s: &Sample| s.workload == workload && s.setup == setup,
+                Box::new(|s: &Sample| s.workload == workload && s.setup == setup),
                 format!("{workload} {setup}"),
             ),
-            (&|s: &Sample| s.workload == workload, workload.clone()),
+            (Box::new(|s: &Sample| s.workload == workload), workload.clone()),
         ];
         for (matches, what) in levels {
             let v: Vec<f64> =

@@ -186,6 +186,102 @@ fn finished(out: &Path, ids: &[String]) -> CliResult<HashSet<RunKey>> {
     Ok(keys)
 }
 
+/// What `--out` holds: its finished runs, and whether its results calibrate
+/// (it is a result directory of `scale`). Refused as `zen reproduce` would
+/// refuse it: another scale, or a directory that is not empty and holds no
+/// `reproduce.json`.
+fn read_out(out: Option<&Path>, scale: &str) -> CliResult<(HashSet<RunKey>, Option<PathBuf>)> {
+    let Some(out) = out else { return Ok((HashSet::new(), None)) };
+    if out.join("reproduce.json").exists() {
+        let m = super::read_manifest(out)?;
+        if m.scale != scale {
+            return Err(CliError::usage(format!(
+                "--out {} holds scale `{}`, not `{scale}`",
+                out.display(),
+                m.scale
+            )));
+        }
+        return Ok((finished(out, &m.figures)?, Some(out.to_path_buf())));
+    }
+    if std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(CliError::usage(format!(
+            "--out {}: a directory that is not empty and holds no reproduce.json",
+            out.display()
+        )));
+    }
+    Ok((HashSet::new(), None))
+}
+
+/// The result directories under each of `dirs` (`docs/reproduction/<set>/`), sorted.
+fn result_sets(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut sets = Vec::new();
+    for d in dirs {
+        let Ok(entries) = std::fs::read_dir(d) else { continue };
+        let mut found: Vec<PathBuf> =
+            entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+        found.sort();
+        sets.extend(found);
+    }
+    sets
+}
+
+/// The line of a figure that cannot run here.
+fn not_runnable(f: &Figure, why: String) -> Line {
+    Line {
+        id: f.id.clone(),
+        state: Some(why),
+        runs: 0,
+        shared: 0,
+        done: 0,
+        new: 0,
+        measured_s: 0.0,
+        overhead_s: 0.0,
+        estimate_s: 0.0,
+        source: String::new(),
+    }
+}
+
+/// The line of a runnable figure: its runs, those `seen` already holds
+/// (an earlier figure needs them; `seen` gains the rest), those `done`
+/// holds, and the estimate of the others.
+fn figure_line(
+    f: &Figure,
+    scale: &str,
+    seed: u64,
+    seen: &mut HashSet<RunKey>,
+    done: &HashSet<RunKey>,
+    calibration: &Calibration,
+) -> CliResult<Line> {
+    let planned = run::plan(f, scale, seed);
+    let mut line = not_runnable(f, String::new());
+    line.state = None;
+    line.runs = planned.len();
+    let mut sources: BTreeMap<String, usize> = BTreeMap::new();
+    let (mut measured_sum, mut overhead_sum) = (0.0, 0.0);
+    for p in &planned {
+        if !seen.insert(p.key.clone()) {
+            line.shared += 1;
+        } else if done.contains(&p.key) {
+            line.done += 1;
+        } else {
+            let measured = measured_s(&p.args)
+                .map_err(|e| CliError::usage(format!("{}: a run's arguments: {e}", f.id)))?;
+            let (overhead, source) = calibration.overhead(&f.id, &p.args);
+            *sources.entry(source).or_default() += 1;
+            line.new += 1;
+            measured_sum += measured;
+            overhead_sum += overhead;
+        }
+    }
+    if line.new > 0 {
+        line.measured_s = measured_sum / line.new as f64;
+        line.overhead_s = overhead_sum / line.new as f64;
+        line.estimate_s = measured_sum + overhead_sum;
+    }
+    line.source = sources.into_keys().collect::<Vec<_>>().join("; ");
+    Ok(line)
+}
+
 /// The plan of `chosen` at `scale` as text (what `--plan` prints).
 pub fn render(
     catalog: &Catalog,
@@ -195,108 +291,36 @@ pub fn render(
     out: Option<&Path>,
     calibration_dirs: &[PathBuf],
 ) -> CliResult<String> {
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    let mut done: HashSet<RunKey> = HashSet::new();
-    if let Some(out) = out {
-        if out.join("reproduce.json").exists() {
-            let m = super::read_manifest(out)?;
-            if m.scale != scale {
-                return Err(CliError::usage(format!(
-                    "--out {} holds scale `{}`, not `{scale}`",
-                    out.display(),
-                    m.scale
-                )));
-            }
-            done = finished(out, &m.figures)?;
-            dirs.push(out.to_path_buf());
-        } else if std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some()) {
-            return Err(CliError::usage(format!(
-                "--out {}: a directory that is not empty and holds no reproduce.json",
-                out.display()
-            )));
-        }
-    }
-    for d in calibration_dirs {
-        let Ok(entries) = std::fs::read_dir(d) else { continue };
-        let mut sets: Vec<PathBuf> =
-            entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
-        sets.sort();
-        dirs.extend(sets);
-    }
+    let (done, out_dir) = read_out(out, scale)?;
+    let dirs: Vec<PathBuf> = out_dir.into_iter().chain(result_sets(calibration_dirs)).collect();
     let calibration = Calibration::load(&dirs, scale);
     let mut seen: HashSet<RunKey> = HashSet::new();
     let mut lines = Vec::new();
-    let mut uncalibrated = false;
     for f in chosen {
         let st = state(catalog, f, scale);
-        if st != State::Runnable {
-            lines.push(Line {
-                id: f.id.clone(),
-                state: Some(st.describe(scale)),
-                runs: 0,
-                shared: 0,
-                done: 0,
-                new: 0,
-                measured_s: 0.0,
-                overhead_s: 0.0,
-                estimate_s: 0.0,
-                source: String::new(),
-            });
-            continue;
-        }
-        let planned = run::plan(f, scale, seed);
-        let mut line = Line {
-            id: f.id.clone(),
-            state: None,
-            runs: planned.len(),
-            shared: 0,
-            done: 0,
-            new: 0,
-            measured_s: 0.0,
-            overhead_s: 0.0,
-            estimate_s: 0.0,
-            source: String::new(),
-        };
-        let mut sources: BTreeMap<String, usize> = BTreeMap::new();
-        let (mut measured_sum, mut overhead_sum) = (0.0, 0.0);
-        for p in &planned {
-            if !seen.insert(p.key.clone()) {
-                line.shared += 1;
-                continue;
-            }
-            if done.contains(&p.key) {
-                line.done += 1;
-                continue;
-            }
-            let measured = measured_s(&p.args)
-                .map_err(|e| CliError::usage(format!("{}: a run's arguments: {e}", f.id)))?;
-            let (overhead, source) = calibration.overhead(&f.id, &p.args);
-            uncalibrated |= source == "uncalibrated";
-            *sources.entry(source).or_default() += 1;
-            line.new += 1;
-            measured_sum += measured;
-            overhead_sum += overhead;
-        }
-        if line.new > 0 {
-            line.measured_s = measured_sum / line.new as f64;
-            line.overhead_s = overhead_sum / line.new as f64;
-            line.estimate_s = measured_sum + overhead_sum;
-        }
-        line.source = sources.into_keys().collect::<Vec<_>>().join("; ");
-        lines.push(line);
+        lines.push(if st == State::Runnable {
+            figure_line(f, scale, seed, &mut seen, &done, &calibration)?
+        } else {
+            not_runnable(f, st.describe(scale))
+        });
     }
+    Ok(print(&lines, scale, &calibration))
+}
+
+/// The table of `lines`, the distinct total and where the overhead came from.
+fn print(lines: &[Line], scale: &str, calibration: &Calibration) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
         "zen reproduce --plan: scale `{scale}`, {} figures; a run that an earlier figure of the list also needs is shared (made once).",
-        chosen.len()
+        lines.len()
     );
     let _ = writeln!(
         s,
         "{:<24} {:>5} {:>6} {:>5} {:>5} {:>9} {:>10} {:>9}  overhead from",
         "figure", "runs", "shared", "done", "new", "run s", "overhead s", "est. wall"
     );
-    for l in &lines {
+    for l in lines {
         if let Some(st) = &l.state {
             let _ = writeln!(s, "{:<24} {:>5}  {st}", l.id, 0);
             continue;
@@ -317,13 +341,14 @@ pub fn render(
     }
     let runs: usize = lines.iter().map(|l| l.runs).sum();
     let shared: usize = lines.iter().map(|l| l.shared).sum();
-    let done_n: usize = lines.iter().map(|l| l.done).sum();
+    let done: usize = lines.iter().map(|l| l.done).sum();
     let new: usize = lines.iter().map(|l| l.new).sum();
     let total: f64 = lines.iter().map(|l| l.estimate_s).sum();
     let runnable = lines.iter().filter(|l| l.state.is_none()).count();
+    let uncalibrated = lines.iter().any(|l| l.new > 0 && l.source.contains("uncalibrated"));
     let _ = writeln!(
         s,
-        "total: {runnable} of {} figures runnable, {runs} runs, {} distinct ({shared} shared), {done_n} already done in --out, {new} to make; estimated wall time {} ({total:.0} s)",
+        "total: {runnable} of {} figures runnable, {runs} runs, {} distinct ({shared} shared), {done} already done in --out, {new} to make; estimated wall time {} ({total:.0} s)",
         lines.len(),
         runs - shared,
         clock(total)
@@ -341,5 +366,32 @@ pub fn render(
     for f in &calibration.files {
         let _ = writeln!(s, "  {}", f.display());
     }
-    Ok(s)
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn a_run_measures_its_warmup_and_duration_or_zen_bench_defaults() {
+        assert_eq!(measured_s(&args("bench ycsb --duration 2s --warmup 1s")).unwrap(), 3.0);
+        assert_eq!(measured_s(&args("bench ycsb --duration=150ms --warmup=50ms")).unwrap(), 0.2);
+        // The last of a flag given twice wins, as clap's would.
+        assert_eq!(measured_s(&args("bench ycsb --duration 9s --duration 4s")).unwrap(), 5.0);
+        assert_eq!(measured_s(&args("bench tpcc")).unwrap(), 6.0);
+        assert!(measured_s(&args("bench ycsb --duration soon")).is_err());
+    }
+
+    #[test]
+    fn the_setup_names_the_backend_and_the_pool_size() {
+        let (w, s) = workload_and_setup(&args("bench tpcc --pmem emu --pool-size 4GiB"));
+        assert_eq!((w.as_str(), s.as_str()), ("tpcc", "--pmem emu --pool-size 4GiB"));
+        let (_, s) = workload_and_setup(&args("bench ycsb"));
+        assert_eq!(s, "--pmem fs --pool-size default");
+    }
 }

@@ -199,21 +199,7 @@ pub fn run_figure(
         } else {
             bar.set_message(format!("{} · {} · {} · rep {}", figure.id, p.series, p.point, p.rep));
             let record = run_one(&exe, &runs_dir, &name, figure, p, o)?;
-            let line = format!(
-                "{} {} · {} · rep {}: {} · other load {:.2} cores{}",
-                figure.id,
-                p.series,
-                p.point,
-                p.rep,
-                match (record.metric, &record.error) {
-                    (Some(m), _) => format!("{} = {m:.4}", figure.y.metric),
-                    (None, Some(e)) => format!("failed: {e}"),
-                    (None, None) => "failed".to_string(),
-                },
-                record.other_load_cores,
-                if record.contended { " (contended)" } else { "" }
-            );
-            say(bar, line);
+            say(bar, progress_line(figure, p, &record));
             if record.exit_code.is_some() {
                 shared.add(&figure.id, dir, &p.key, &record);
             }
@@ -229,6 +215,24 @@ pub fn run_figure(
     }
     results.write(&results_path).map_err(|e| io_error(&results_path, e))?;
     Ok(results)
+}
+
+/// What a made run printed: its cell, metric (or failure) and other load.
+fn progress_line(figure: &Figure, p: &Planned, record: &RunRecord) -> String {
+    format!(
+        "{} {} · {} · rep {}: {} · other load {:.2} cores{}",
+        figure.id,
+        p.series,
+        p.point,
+        p.rep,
+        match (record.metric, &record.error) {
+            (Some(m), _) => format!("{} = {m:.4}", figure.y.metric),
+            (None, Some(e)) => format!("failed: {e}"),
+            (None, None) => "failed".to_string(),
+        },
+        record.other_load_cores,
+        if record.contended { " (contended)" } else { "" }
+    )
 }
 
 /// A line above the progress bar (on stderr when the bar is hidden).

@@ -492,6 +492,12 @@ pub struct ReproduceArgs {
     /// Kill a run after this many seconds.
     #[arg(long, default_value_t = 900)]
     pub run_timeout: u64,
+    /// Run nothing, write nothing: print per figure the runs it needs, how many it shares with
+    /// figures listed before it (a run of the same arguments is made once), the seconds each
+    /// measures and an estimated wall time (per-run overhead from the wall_s of earlier results
+    /// of the scale: --out DIR's and docs/reproduction/'s); then the distinct total.
+    #[arg(long, conflicts_with = "list")]
+    pub plan: bool,
 }
 
 #[derive(Debug, Args)]

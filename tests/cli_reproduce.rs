@@ -500,3 +500,177 @@ fn a_bad_timeseries_field_names_the_file_and_the_field() {
         assert!(err.contains(&format!("{id}.toml")) && err.contains(want), "{want}: {err}");
     }
 }
+
+/// The records of `results.json` of `id` in `out`.
+fn runs_of(out: &Path, id: &str) -> Vec<Value> {
+    read_json(&out.join(id).join("results.json"))["runs"].as_array().unwrap().clone()
+}
+
+/// Runs made into `out/<id>/runs` (each made run leaves its stderr file; a shared one does not).
+fn made_runs(out: &Path, id: &str) -> usize {
+    std::fs::read_dir(out.join(id).join("runs"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".stderr.txt"))
+        .count()
+}
+
+#[test]
+fn two_figures_with_the_same_matrix_make_their_shared_runs_once() {
+    // zenplus-fig11 and -fig12 run the same matrix and plot two counters of it.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let out_s = out.to_str().unwrap();
+    let (code, _, err) = run(&[
+        "reproduce",
+        "zenplus-fig11,zenplus-fig12",
+        "--scale",
+        "tiny",
+        "--out",
+        out_s,
+        "--retries",
+        "0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (first, second) = (runs_of(&out, "zenplus-fig11"), runs_of(&out, "zenplus-fig12"));
+    assert_eq!(first.len(), 6, "2 points × 3 series × 1 rep");
+    assert_eq!(second.len(), first.len());
+    assert!(err.contains("6 distinct runs (12 with those figures share)"), "{err}");
+    // Six runs were made, all for the first figure: six progress lines, six stderr files.
+    assert_eq!(err.matches("zenplus-fig11 ").count(), 6, "{err}");
+    assert_eq!(err.matches("zenplus-fig12 ").count(), 0, "{err}");
+    assert!(err.contains("zenplus-fig12: 6 runs shared (made once, for zenplus-fig11)"), "{err}");
+    assert_eq!(made_runs(&out, "zenplus-fig11"), 6);
+    assert_eq!(made_runs(&out, "zenplus-fig12"), 0);
+    for (a, b) in first.iter().zip(&second) {
+        assert!(a.get("shared_from").is_none(), "{a}");
+        assert_eq!(b["shared_from"], "zenplus-fig11", "{b}");
+        assert_eq!(
+            (&a["series"], &a["point"], &a["args"]),
+            (&b["series"], &b["point"], &b["args"])
+        );
+        assert_eq!((&a["wall_s"], &a["exit_code"]), (&b["wall_s"], &b["exit_code"]));
+        // Each figure reads its own metric from the one summary (copied beside its results).
+        let summary =
+            read_json(&out.join("zenplus-fig12").join(b["summary_file"].as_str().unwrap()));
+        assert_eq!(b["metric"].as_f64(), summary["nvm"]["per_commit"]["fences"].as_f64(), "{b}");
+        assert_eq!(a["metric"].as_f64(), summary["nvm"]["per_commit"]["flushes"].as_f64(), "{a}");
+    }
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for id in ["zenplus-fig11", "zenplus-fig12"] {
+        assert_svg(&out.join(id).join(format!("{id}.svg")), &["Zen", "WBL"]);
+        let row = report.lines().find(|l| l.contains(&format!("| `{id}` |"))).unwrap();
+        assert!(row.contains("(6 runs)"), "{row}");
+    }
+    assert!(report.contains("6 of its 6 runs were made once for `zenplus-fig11`"), "{report}");
+}
+
+#[test]
+fn a_resumed_reproduction_makes_an_interrupted_shared_run_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let out_s = out.to_str().unwrap();
+    let both = "zenplus-fig11,zenplus-fig12";
+    ok(&["reproduce", both, "--scale", "tiny", "--out", out_s, "--retries", "0"]);
+    // Killed during the first figure's last run: that run is missing and the
+    // second figure has not started.
+    let path = out.join("zenplus-fig11/results.json");
+    let mut results = read_json(&path);
+    let dropped = results["runs"].as_array_mut().unwrap().pop().unwrap();
+    std::fs::write(&path, serde_json::to_string(&results).unwrap()).unwrap();
+    std::fs::remove_dir_all(out.join("zenplus-fig12")).unwrap();
+    let resume = ["reproduce", both, "--scale", "tiny", "--out", out_s, "--resume"];
+    let (code, _, err) = run(&resume);
+    assert_eq!(code, 0, "{err}");
+    // One run made (for the first figure); the second shares all six.
+    assert_eq!(err.matches("zenplus-fig11 ").count(), 1, "{err}");
+    assert!(err.contains(&format!("· {} · rep 1", dropped["point"].as_str().unwrap())), "{err}");
+    assert_eq!(runs_of(&out, "zenplus-fig11").len(), 6);
+    let second = runs_of(&out, "zenplus-fig12");
+    assert_eq!(second.len(), 6);
+    assert!(second.iter().all(|r| r["shared_from"] == "zenplus-fig11" && r["metric"].is_number()));
+    // The second figure's last shared record lost: resuming reads it again
+    // from the first figure's finished run and makes nothing.
+    let path = out.join("zenplus-fig12/results.json");
+    let mut results = read_json(&path);
+    results["runs"].as_array_mut().unwrap().pop().unwrap();
+    std::fs::write(&path, serde_json::to_string(&results).unwrap()).unwrap();
+    let (code, _, err) =
+        run(&["reproduce", "zenplus-fig12", "--scale", "tiny", "--out", out_s, "--resume"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err.matches("zenplus-fig12 ").count(), 0, "{err}");
+    assert!(err.contains("zenplus-fig12: 1 runs shared (made once, for zenplus-fig11)"), "{err}");
+    assert_eq!(runs_of(&out, "zenplus-fig12").len(), 6);
+    assert_eq!(made_runs(&out, "zenplus-fig12"), 0);
+}
+
+/// The columns of the `--plan` line of `id`: runs, shared, done, new.
+fn plan_counts(plan: &str, id: &str) -> [usize; 4] {
+    let line = plan
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(id))
+        .unwrap_or_else(|| panic!("no line of {id}:\n{plan}"));
+    let n: Vec<usize> =
+        line.split_whitespace().skip(1).take(4).map(|x| x.parse().unwrap()).collect();
+    [n[0], n[1], n[2], n[3]]
+}
+
+#[test]
+fn plan_counts_the_runs_and_the_shared_runs_and_touches_no_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("never");
+    let out_s = out.to_str().unwrap();
+    let figures = "zenplus-fig11,zenplus-fig12,zenplus-fig13,zenplus-fig14";
+    let plan = ok(&["reproduce", figures, "--scale", "small", "--plan", "--out", out_s]);
+    assert!(!out.exists(), "--plan created {out_s}");
+    // 4 points × 3 series × 3 reps each; the last three share every run with the first.
+    assert_eq!(plan_counts(&plan, "zenplus-fig11"), [36, 0, 0, 36], "{plan}");
+    for id in ["zenplus-fig12", "zenplus-fig13", "zenplus-fig14"] {
+        assert_eq!(plan_counts(&plan, id), [36, 36, 0, 0], "{plan}");
+    }
+    assert!(
+        plan.contains("144 runs, 36 distinct (108 shared), 0 already done in --out, 36 to make"),
+        "{plan}"
+    );
+    // The wall time is at least the measured time: 36 × (1 s warmup + 2 s).
+    let total = plan.lines().find(|l| l.starts_with("total:")).unwrap();
+    let seconds: f64 = total.rsplit('(').next().unwrap().trim_end_matches(" s)").parse().unwrap();
+    assert!(seconds >= 108.0, "{total}");
+    // An empty directory stays empty; an unknown figure is a usage error.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    ok(&["reproduce", "zenplus-fig11", "--plan", "--out", empty.to_str().unwrap()]);
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+    let (code, _, err) = run(&["reproduce", "zenplus-fig11,nope", "--plan"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unknown figure `nope`"), "{err}");
+}
+
+#[test]
+fn plan_counts_what_a_resumed_directory_has_done() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let out_s = out.to_str().unwrap();
+    // Uncontended whatever else runs (the calibration counts uncontended runs only).
+    let high = ["--retries", "0", "--max-other-load", "100"];
+    ok(&[&["reproduce", "zenplus-fig13", "--scale", "tiny", "--out", out_s][..], &high].concat());
+    let before = std::fs::read_to_string(out.join("zenplus-fig13/results.json")).unwrap();
+    let plan = ok(&[
+        "reproduce",
+        "zenplus-fig13,zenplus-fig14",
+        "--scale",
+        "tiny",
+        "--plan",
+        "--out",
+        out_s,
+    ]);
+    assert_eq!(plan_counts(&plan, "zenplus-fig13"), [6, 0, 6, 0], "{plan}");
+    assert_eq!(plan_counts(&plan, "zenplus-fig14"), [6, 6, 0, 0], "{plan}");
+    // Calibrated from the directory's own runs, and nothing written.
+    assert!(plan.contains("zenplus-fig13/results.json"), "{plan}");
+    assert_eq!(std::fs::read_to_string(out.join("zenplus-fig13/results.json")).unwrap(), before);
+    // Another scale is refused, as reproduce refuses it.
+    let (code, _, err) =
+        run(&["reproduce", "zenplus-fig13", "--scale", "small", "--plan", "--out", out_s]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds scale `tiny`"), "{err}");
+}

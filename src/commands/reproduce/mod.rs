@@ -11,6 +11,7 @@
 //! then only at the same scale.
 
 pub mod figure;
+pub mod plan;
 pub mod results;
 pub mod run;
 pub mod verdict;
@@ -125,7 +126,7 @@ fn figures_dir(arg: Option<&Path>) -> PathBuf {
 
 /// `DIR/reproduce.json`.
 #[derive(Debug, Serialize, Deserialize)]
-struct Manifest {
+pub(crate) struct Manifest {
     kind: String,
     schema_version: u32,
     scale: String,
@@ -149,10 +150,19 @@ pub fn reproduce(args: &ReproduceArgs) -> CliResult {
     let Some(which) = args.figure.as_deref() else {
         return Err(CliError::usage("name a figure (see `zen reproduce --list`) or `all`"));
     };
-    let Some(out) = args.out.as_deref() else {
-        return Err(CliError::usage("--out DIR is required"));
-    };
     let chosen = select(&catalog, which)?;
+    if args.plan {
+        let figures = figures_dir(args.figures.as_deref());
+        // `figures/` beside `docs/`: the result directories of the source tree.
+        let docs = figures.parent().unwrap_or(Path::new("")).join("docs").join("reproduction");
+        let text =
+            plan::render(&catalog, &chosen, &args.scale, args.seed, args.out.as_deref(), &[docs])?;
+        print!("{text}");
+        return Ok(());
+    }
+    let Some(out) = args.out.as_deref() else {
+        return Err(CliError::usage("--out DIR is required (or --plan, which runs nothing)"));
+    };
     // A figure named on its own must run; `all` and `studies` skip what cannot.
     let named = |f: &Figure| which.split(',').any(|w| w.trim() == f.id);
     if let Some(f) =
@@ -179,15 +189,27 @@ pub fn reproduce(args: &ReproduceArgs) -> CliResult {
         .copied()
         .filter(|f| state(&catalog, f, &args.scale) == State::Runnable)
         .collect();
-    let total: u64 = runnable.iter().map(|f| run::run_count(f, &args.scale)).sum();
+    let all_runs: u64 = runnable.iter().map(|f| run::run_count(f, &args.scale)).sum();
+    let total = run::distinct_runs(runnable.iter().copied(), &args.scale);
     eprintln!(
-        "zen reproduce: {} of {} figures runnable at scale `{}`, {total} runs, into {}",
+        "zen reproduce: {} of {} figures runnable at scale `{}`, {total} distinct runs ({all_runs} with those figures share), into {}",
         runnable.len(),
         chosen.len(),
         args.scale,
         out.display()
     );
-    let bar = run::progress_bar(total);
+    // The runs finished in the directory resumed serve every figure that needs them.
+    let mut shared = run::Shared::default();
+    for id in &manifest.figures {
+        let path = out.join(id).join("results.json");
+        if path.exists() {
+            let r = Results::read(&path)?;
+            if r.scale == args.scale {
+                shared.offer(id, &out.join(id), &r);
+            }
+        }
+    }
+    let bar = run::progress_bar(total as u64);
     for f in &runnable {
         let dir = out.join(&f.id);
         let results_path = dir.join("results.json");
@@ -205,7 +227,7 @@ pub fn reproduce(args: &ReproduceArgs) -> CliResult {
         } else {
             Results::new(f, &args.scale, args.max_other_load)
         };
-        let results = run::run_figure(f, &dir, previous, &options, &bar)?;
+        let results = run::run_figure(f, &dir, previous, &options, &bar, &mut shared)?;
         let svg = dir.join(format!("{}.svg", f.id));
         crate::commands::plot::draw(&[results], &svg)?;
     }
@@ -357,7 +379,7 @@ fn render_dir(
 }
 
 /// Read `DIR/reproduce.json`.
-fn read_manifest(dir: &Path) -> CliResult<Manifest> {
+pub(crate) fn read_manifest(dir: &Path) -> CliResult<Manifest> {
     let path = dir.join("reproduce.json");
     let text = std::fs::read_to_string(&path).map_err(|e| io_error(&path, e))?;
     let m: Manifest = serde_json::from_str(&text)

@@ -70,6 +70,13 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeseries: Vec<[f64; 2]>,
     pub error: Option<String>,
+    /// The figure whose run this is: the run was made once for it and its
+    /// summary copied here (the same arguments: see `run::RunKey`); absent
+    /// for a run made for this figure, and in files written before runs
+    /// were shared. Its `wall_s` is the source run's: sum the runs without
+    /// it for the time an invocation took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_from: Option<String>,
 }
 
 impl RunRecord {

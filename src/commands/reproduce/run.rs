@@ -4,6 +4,7 @@
 //! repeated, and `results.json` rewritten after every run so that an
 //! interrupted reproduction resumes where it stopped.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -29,34 +30,118 @@ pub struct RunOptions {
 }
 
 /// One run to make.
-struct Planned {
-    series: String,
-    point: String,
-    rep: u32,
-    seed: u64,
-    args: Vec<String>,
+pub struct Planned {
+    pub series: String,
+    pub point: String,
+    pub rep: u32,
+    pub seed: u64,
+    pub args: Vec<String>,
+    /// What determines the run, whichever figure needs it: see [`RunKey`].
+    pub key: RunKey,
 }
 
-fn plan(figure: &Figure, o: &RunOptions) -> Vec<Planned> {
-    let reps = figure.scale[&o.scale].reps;
+/// Everything that determines a run: its `zen` arguments in the order they
+/// are passed (workload, engine and protocol, the figure's, the scale's, the
+/// series' and the point's flags, then `--seed` and `--format`), and whether
+/// it also writes its time series (a `timeseries` chart's `--out`). Two
+/// figures that plan runs of the same key share one run: it is made once
+/// and its summary serves both (each reads its own metric from it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RunKey {
+    pub args: Vec<String>,
+    pub timeseries: bool,
+}
+
+/// The runs of `figure` at `scale`, in the order they run: every cell of
+/// repetition 1, then of repetition 2, … (repetition r has seed `seed + r`).
+pub fn plan(figure: &Figure, scale: &str, seed: u64) -> Vec<Planned> {
+    let reps = figure.scale.get(scale).map_or(0, |s| s.reps);
     let mut out = Vec::new();
     for rep in 1..=reps {
-        for point in figure.points(&o.scale) {
+        for point in figure.points(scale) {
             for series in figure.series.iter().filter(|s| s.runs_at(&point.label)) {
-                let seed = o.seed + u64::from(rep);
-                let mut args = figure.bench_args(&o.scale, series, point);
+                let seed = seed + u64::from(rep);
+                let mut args = figure.bench_args(scale, series, point);
                 args.extend(["--seed".into(), seed.to_string(), "--format".into(), "json".into()]);
+                let key =
+                    RunKey { args: args.clone(), timeseries: figure.chart == Chart::Timeseries };
                 out.push(Planned {
                     series: series.name.clone(),
                     point: point.label.clone(),
                     rep,
                     seed,
                     args,
+                    key,
                 });
             }
         }
     }
     out
+}
+
+/// A finished run that other figures of the same invocation reuse.
+#[derive(Debug, Clone)]
+struct Source {
+    /// The figure whose run it is.
+    figure: String,
+    /// That figure's directory (its record's `summary_file` is relative to it).
+    dir: PathBuf,
+    record: RunRecord,
+}
+
+/// The finished runs of one `zen reproduce` invocation (and of the result
+/// directory it resumes), by [`RunKey`], and the keys the progress bar has
+/// counted: the bar counts distinct runs.
+#[derive(Default)]
+pub struct Shared {
+    done: HashMap<RunKey, Source>,
+    counted: HashSet<RunKey>,
+}
+
+impl Shared {
+    /// Offer the finished runs of `results` (the figure `id`, in `dir`) for
+    /// sharing; a key already offered keeps its first source.
+    pub fn offer(&mut self, id: &str, dir: &Path, results: &Results) {
+        let timeseries = results.figure.chart == Chart::Timeseries;
+        // A shared time-series run's files stay with its source figure:
+        // only the source offers it.
+        let offered = results
+            .runs
+            .iter()
+            .filter(|r| r.exit_code.is_some() && !(timeseries && r.shared_from.is_some()));
+        for r in offered {
+            let key = RunKey { args: r.args.clone(), timeseries };
+            self.done.entry(key).or_insert_with(|| Source {
+                figure: r.shared_from.clone().unwrap_or_else(|| id.to_string()),
+                dir: dir.to_path_buf(),
+                record: r.clone(),
+            });
+        }
+    }
+
+    fn add(&mut self, id: &str, dir: &Path, key: &RunKey, record: &RunRecord) {
+        self.done.entry(key.clone()).or_insert_with(|| Source {
+            figure: id.to_string(),
+            dir: dir.to_path_buf(),
+            record: record.clone(),
+        });
+    }
+
+    /// Count `key` on the bar the first time it is finished.
+    fn count(&mut self, key: &RunKey, bar: &ProgressBar) {
+        if self.counted.insert(key.clone()) {
+            bar.inc(1);
+        }
+    }
+}
+
+/// The distinct runs of `figures` at `scale`.
+pub fn distinct_runs<'a>(figures: impl IntoIterator<Item = &'a Figure>, scale: &str) -> usize {
+    let mut keys = HashSet::new();
+    for f in figures {
+        keys.extend(plan(f, scale, 0).into_iter().map(|p| p.key));
+    }
+    keys.len()
 }
 
 /// A file-name-safe form of a label.
@@ -68,66 +153,147 @@ fn slug(s: &str) -> String {
     mapped.trim_matches('_').to_string()
 }
 
-/// Run what `results` lacks of `figure`'s matrix into `dir`; returns the results.
+/// Run what `results` lacks of `figure`'s matrix into `dir`; returns the
+/// results. A run that `shared` already holds (made for another figure of
+/// this invocation, or found finished in the directory resumed) is not made
+/// again: its record and summary are copied, marked `shared_from`.
 pub fn run_figure(
     figure: &Figure,
     dir: &Path,
     mut results: Results,
     o: &RunOptions,
     bar: &ProgressBar,
+    shared: &mut Shared,
 ) -> CliResult<Results> {
     let runs_dir = dir.join("runs");
     std::fs::create_dir_all(&runs_dir).map_err(|e| io_error(&runs_dir, e))?;
     let results_path = dir.join("results.json");
     let exe = std::env::current_exe()
         .map_err(|e| CliError::Failed(format!("cannot find the zen binary: {e}")))?;
-    let planned = plan(figure, o);
+    let planned = plan(figure, &o.scale, o.seed);
     // Keep the finished runs of the same plan; everything else runs (again).
     results.runs.retain(|r| {
         planned.iter().any(|p| {
             p.series == r.series && p.point == r.point && p.rep == r.rep && p.args == r.args
         }) && r.exit_code.is_some()
     });
-    let todo: Vec<&Planned> = planned
-        .iter()
-        .filter(|p| {
-            !results
-                .runs
-                .iter()
-                .any(|r| r.series == p.series && r.point == p.point && r.rep == p.rep)
-        })
-        .collect();
-    bar.inc((planned.len() - todo.len()) as u64);
-    for p in todo {
-        bar.set_message(format!("{} · {} · {} · rep {}", figure.id, p.series, p.point, p.rep));
-        let name = format!("{}__{}__rep{}", slug(&p.series), slug(&p.point), p.rep);
-        let record = run_one(&exe, &runs_dir, &name, figure, p, o)?;
-        let line = format!(
-            "{} {} · {} · rep {}: {} · other load {:.2} cores{}",
-            figure.id,
-            p.series,
-            p.point,
-            p.rep,
-            match (record.metric, &record.error) {
-                (Some(m), _) => format!("{} = {m:.4}", figure.y.metric),
-                (None, Some(e)) => format!("failed: {e}"),
-                (None, None) => "failed".to_string(),
-            },
-            record.other_load_cores,
-            if record.contended { " (contended)" } else { "" }
-        );
-        if bar.is_hidden() {
-            eprintln!("{line}");
+    shared.offer(&figure.id, dir, &results);
+    let mut todo: Vec<&Planned> = Vec::new();
+    for p in &planned {
+        let kept = results
+            .runs
+            .iter()
+            .any(|r| r.series == p.series && r.point == p.point && r.rep == p.rep);
+        if kept {
+            shared.count(&p.key, bar);
         } else {
-            bar.println(line);
+            todo.push(p);
         }
+    }
+    let mut reused: BTreeMap<String, usize> = BTreeMap::new();
+    for p in todo {
+        let name = format!("{}__{}__rep{}", slug(&p.series), slug(&p.point), p.rep);
+        let record = if let Some(source) = shared.done.get(&p.key) {
+            *reused.entry(source.figure.clone()).or_default() += 1;
+            share(source, &runs_dir, &name, figure, p)
+        } else {
+            bar.set_message(format!("{} · {} · {} · rep {}", figure.id, p.series, p.point, p.rep));
+            let record = run_one(&exe, &runs_dir, &name, figure, p, o)?;
+            say(bar, progress_line(figure, p, &record));
+            if record.exit_code.is_some() {
+                shared.add(&figure.id, dir, &p.key, &record);
+            }
+            record
+        };
         results.runs.push(record);
         results.finished_utc = Some(utc_now());
         results.write(&results_path).map_err(|e| io_error(&results_path, e))?;
-        bar.inc(1);
+        shared.count(&p.key, bar);
+    }
+    for (from, n) in reused {
+        say(bar, format!("{}: {n} runs shared (made once, for {from})", figure.id));
     }
     results.write(&results_path).map_err(|e| io_error(&results_path, e))?;
     Ok(results)
+}
+
+/// What a made run printed: its cell, metric (or failure) and other load.
+fn progress_line(figure: &Figure, p: &Planned, record: &RunRecord) -> String {
+    format!(
+        "{} {} · {} · rep {}: {} · other load {:.2} cores{}",
+        figure.id,
+        p.series,
+        p.point,
+        p.rep,
+        match (record.metric, &record.error) {
+            (Some(m), _) => format!("{} = {m:.4}", figure.y.metric),
+            (None, Some(e)) => format!("failed: {e}"),
+            (None, None) => "failed".to_string(),
+        },
+        record.other_load_cores,
+        if record.contended { " (contended)" } else { "" }
+    )
+}
+
+/// A line above the progress bar (on stderr when the bar is hidden).
+fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
+
+/// `p`'s record from the finished run `source` made for another figure: its
+/// measurements, and its summary copied into `runs_dir` as `name`'s, from
+/// which `figure`'s own metric and `explain` fields are read.
+fn share(source: &Source, runs_dir: &Path, name: &str, figure: &Figure, p: &Planned) -> RunRecord {
+    let s = &source.record;
+    let mut record = RunRecord {
+        series: p.series.clone(),
+        point: p.point.clone(),
+        rep: p.rep,
+        seed: p.seed,
+        args: p.args.clone(),
+        exit_code: s.exit_code,
+        wall_s: s.wall_s,
+        other_load_cores: s.other_load_cores,
+        contended: s.contended,
+        tries: s.tries,
+        summary_file: None,
+        metric: None,
+        explain: Default::default(),
+        timeseries: Vec::new(),
+        error: None,
+        shared_from: Some(source.figure.clone()),
+    };
+    if s.exit_code != Some(0) {
+        record.error.clone_from(&s.error);
+        return record;
+    }
+    let Some(from) = s.summary_file.as_deref().map(|f| source.dir.join(f)) else {
+        record.error = s.error.clone().or_else(|| Some("the shared run has no summary".into()));
+        return record;
+    };
+    let summary = runs_dir.join(format!("{name}.summary.json"));
+    if let Err(e) = std::fs::copy(&from, &summary) {
+        record.error = Some(format!("{}: {e}", from.display()));
+        return record;
+    }
+    read_summary(&mut record, &summary, figure, runs_dir);
+    if let Some(column) = figure.y.column.as_deref().filter(|_| figure.chart == Chart::Timeseries) {
+        // The time series stays in the source run's directory of files.
+        let files = from.with_file_name(
+            from.file_name()
+                .and_then(|n| n.to_str())
+                .map_or_else(String::new, |n| n.replace(".summary.json", ".files")),
+        );
+        match read_timeseries(&files, column) {
+            Ok(points) => record.timeseries = points,
+            Err(e) => record.error = Some(e),
+        }
+    }
+    record
 }
 
 fn io_error(path: &Path, e: std::io::Error) -> CliError {
@@ -183,6 +349,7 @@ fn run_one(
             explain: Default::default(),
             timeseries: Vec::new(),
             error,
+            shared_from: None,
         };
         if exit_code == Some(0) {
             read_summary(&mut record, &summary, figure, runs_dir);

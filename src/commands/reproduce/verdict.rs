@@ -271,6 +271,20 @@ pub fn figure_section(r: &Results, svg: Option<&str>, level: usize) -> (String, 
         "Source: {}. Scale `{}`, repetitions: {}.",
         f.source, r.scale, f.scale[&r.scale].reps
     );
+    // Runs made once for another figure of the same matrix (`shared_from`).
+    let mut shared: BTreeMap<&str, usize> = BTreeMap::new();
+    for run in &r.runs {
+        if let Some(from) = &run.shared_from {
+            *shared.entry(from.as_str()).or_default() += 1;
+        }
+    }
+    for (from, n) in shared {
+        let _ = writeln!(
+            s,
+            "{n} of its {} runs were made once for `{from}` (the same arguments) and read here for this figure's metric.",
+            r.runs.len()
+        );
+    }
     if let Some(n) = &f.notes {
         let _ = writeln!(s, "\n{n}");
     }

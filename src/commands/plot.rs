@@ -14,6 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::commands::reproduce::figure::{Chart, Claim, Figure};
 use crate::commands::reproduce::results::{Cell, OverTime, Results, cells, over_time};
@@ -130,6 +131,27 @@ pub fn draw(results: &[Results], out: &Path) -> CliResult {
     Ok(())
 }
 
+/// How a bar chart's group labels are set: their font size, whether they
+/// are turned a quarter (read bottom to top), and the height of their area.
+/// Labels that fit their group's width at 14 px stay level; longer ones get
+/// a smaller font down to 11 px; past that they are turned, which gives each
+/// the plot's height instead of its group's width (sixteen labels like
+/// "WH θ0.99 2t" overlapped level).
+fn group_labels(n: usize, labels: &[String]) -> (u32, bool, u32) {
+    // Plot width less the margins and the y label area, per group.
+    let slot = (f64::from(WIDTH - LEGEND_WIDTH) - 2.0 * 12.0 - 80.0) / n.max(1) as f64;
+    let chars = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0).max(1) as f64;
+    // About 0.6 em per character of a sans-serif font, with a 10 % gap.
+    let fit = 0.9 * slot / (0.6 * chars);
+    if fit >= 14.0 {
+        (14, false, 56)
+    } else if fit >= 11.0 {
+        (fit as u32, false, 56)
+    } else {
+        (12, true, (0.6 * 12.0 * chars) as u32 + 40)
+    }
+}
+
 /// The caption's font size: 18, smaller for a caption that would not fit the
 /// plot's width at 18 (at most about 0.48 em per character of a sans-serif font).
 fn caption_size(caption: &str) -> u32 {
@@ -174,10 +196,11 @@ where
     // Group i is centred on x = i; with n labels over a width of n the mesh's
     // key points are exactly the integers.
     let n = ctx.points.len();
+    let (label_px, turned, label_area) = group_labels(n, ctx.points);
     let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", caption_size(caption)))
         .margin(12)
-        .x_label_area_size(56)
+        .x_label_area_size(label_area)
         .y_label_area_size(80)
         .build_cartesian_2d(-0.5..n as f64 - 0.5, y)
         .map_err(plot_error)?;
@@ -190,16 +213,33 @@ where
         .y_desc(ctx.f.y.label.as_str())
         .x_label_formatter(&|x| {
             let i = x.round();
-            if (x - i).abs() > 1e-6 || i < 0.0 {
+            if turned || (x - i).abs() > 1e-6 || i < 0.0 {
                 return String::new();
             }
             labels.get(i as usize).cloned().unwrap_or_default()
         })
         .y_label_formatter(&|v| fmt_num(*v))
         .label_style(("sans-serif", 14))
+        .x_label_style(("sans-serif", label_px))
         .axis_desc_style(("sans-serif", 15))
         .draw()
         .map_err(plot_error)?;
+    if turned {
+        // The mesh centres a label on its tick whatever its turn (half of
+        // it would cover the bars): drawn here, anchored at its end just
+        // below the axis, it hangs down from its tick.
+        let style = ("sans-serif", label_px)
+            .into_font()
+            .transform(FontTransform::Rotate270)
+            .into_text_style(area)
+            .pos(Pos::new(HPos::Right, VPos::Center));
+        let (ox, oy) = area.get_base_pixel();
+        for (i, label) in ctx.points.iter().enumerate() {
+            let (x, y) = chart.backend_coord(&(i as f64, chart.y_range().start));
+            area.draw(&Text::new(label.as_str(), (x - ox, y - oy + 8), &style))
+                .map_err(plot_error)?;
+        }
+    }
     let k = ctx.f.series.len() as f64;
     let group = 0.8;
     let width = group / k;
@@ -439,4 +479,27 @@ fn legend(area: &Area<'_>, f: &Figure, with_paper: bool) -> CliResult {
     area.draw(&Text::new("error bars: min–max", (10, y + 26), ("sans-serif", 13).into_font()))
         .map_err(plot_error)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::group_labels;
+
+    fn labels(n: usize, text: &str) -> Vec<String> {
+        (0..n).map(|_| text.to_string()).collect()
+    }
+
+    #[test]
+    fn group_labels_stay_level_while_they_fit_and_turn_when_they_would_overlap() {
+        // Four mixes: level at 14 px.
+        assert_eq!(group_labels(4, &labels(4, "RO")), (14, false, 56));
+        // Ten labels of ten characters: level, smaller.
+        let (px, turned, _) = group_labels(10, &labels(10, "RO θ0.6 1t"));
+        assert!(!turned && (11..14).contains(&px), "{px}");
+        // Sixteen of them (study-zen-ideal-ycsb): turned, with room below.
+        let (px, turned, area) = group_labels(16, &labels(16, "WH θ0.99 2t"));
+        assert!(turned && px == 12 && area > 56, "{px} {turned} {area}");
+        // No group: nothing to divide by.
+        assert_eq!(group_labels(0, &[]), (14, false, 56));
+    }
 }

@@ -418,6 +418,10 @@ pub struct TableStatus {
     pub rows: u64,
     pub row_bytes: usize,
     pub heap_pages: u64,
+    /// Keys in the ordered index, which scans walk: the live rows, plus
+    /// deleted keys a multi-version protocol's snapshots may still read and
+    /// keys of aborted inserts.
+    pub ordered_keys: u64,
 }
 
 /// An engine: tables, workers, counters, lifecycle.

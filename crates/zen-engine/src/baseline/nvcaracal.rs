@@ -1495,6 +1495,7 @@ impl<B: PmemBackend> Engine for NvcaracalEngine<B> {
                 rows: t.index.read().len() as u64,
                 row_bytes: t.row,
                 heap_pages: (t.alloc.lock().pages.len() + t.values.lock().pages.len()) as u64,
+                ordered_keys: t.index.read().len() as u64,
             });
         }
         status.free_pages = self.pool.free_page_count();

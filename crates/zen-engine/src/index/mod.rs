@@ -26,7 +26,9 @@
 //! are, so a scan costs O(log n + k) in the live keys of its range, not in
 //! everything ever deleted there (TPC-C Delivery's "oldest new order" scan
 //! walked every order delivered before it). Engines whose snapshots may still
-//! read a deleted version (multi-version protocols) do not unlink.
+//! read a deleted version (multi-version protocols) unlink later: Zen once
+//! the tombstone is below the watermark, the OCC core's TO and MVCC at
+//! garbage collection.
 //!
 //! PHANTOMS AND UNLINKS. A range walk of the ordered set is not atomic: a
 //! key unlinked before the walk reaches its place and linked again after the

@@ -521,6 +521,7 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
                 rows,
                 row_bytes: t.row_bytes,
                 heap_pages,
+                ordered_keys: t.index.len() as u64,
             });
             status.cache_entries_used += t.caches.iter().map(|c| u64::from(c.used())).sum::<u64>();
             status.cache_entries_capacity +=

@@ -134,6 +134,10 @@ pub struct ZenWorker<'e, B: PmemBackend, P: Protocol> {
     /// Commit floors (worker, value) this worker flushed since its last
     /// fence; durable at the next one (S4, `maintain.rs`).
     floors_flushed: Vec<(usize, u64)>,
+    /// Multi-version protocols: keys this worker deleted, as (table, key,
+    /// record, Tx-CTS), to leave the ordered index once no snapshot can read
+    /// below the tombstone (`maintain.rs`, `unlink_old_tombstones`).
+    unlinks: std::collections::VecDeque<(u32, u64, u64, u64)>,
     protocol: std::marker::PhantomData<P>,
 }
 
@@ -180,6 +184,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             staged: Vec::new(),
             gc_idle: false,
             floors_flushed: Vec::new(),
+            unlinks: std::collections::VecDeque::new(),
             protocol: std::marker::PhantomData,
         }
     }

@@ -324,6 +324,7 @@ impl<S: Store> Engine for OccEngine<S> {
                 rows: t.live_rows(),
                 row_bytes: t.row_bytes,
                 heap_pages: 0,
+                ordered_keys: t.index.len() as u64,
             });
         }
         S::status(&self.core, &mut status);

@@ -25,9 +25,10 @@ use std::sync::atomic::Ordering;
 use zen_pmem::{Marker, PmemBackend};
 
 use super::{GC_BATCH, ZenWorker};
-use crate::cc::Protocol;
+use crate::cc::{Protocol, silo};
 use crate::config::Fault;
 use crate::zen::Shared;
+use crate::zen::cache::loc_entry;
 use crate::zen::space::{Garbage, WorkerGc};
 
 impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
@@ -54,6 +55,9 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// After each fence of this worker: acknowledge, then advance the
     /// garbage pipeline.
     pub(super) fn after_fence(&mut self) {
+        if P::MULTI_VERSION && !self.unlinks.is_empty() {
+            self.unlink_old_tombstones();
+        }
         if let Some(cts) = self.unfenced_cts.take() {
             self.s.durable_cts[self.id].store(cts, Ordering::Release);
             self.s.pool.persister(self.thread).marker(Marker::Ack { txn: cts });
@@ -93,6 +97,42 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         }
         shared.gc_low[self.id].store(gc.pending_low(), Ordering::SeqCst);
         self.gc_idle = gc.is_idle();
+    }
+
+    /// Multi-version protocols keep a deleted key in the ordered index while
+    /// a snapshot may read the version below its tombstone; once the
+    /// tombstone's Tx-CTS is below the watermark none can (every watermark
+    /// is ≤ a running snapshot's S + 1, R2 of `adaptive.rs`), so the key
+    /// leaves, and scans stop walking it (TPC-C's Delivery walked every
+    /// order delivered before). Under the tombstone entry's lock, as an
+    /// insert links under it, and only if the entry is still the record's
+    /// head with that tombstone: a key re-inserted since is live again; one
+    /// whose tombstone was evicted to NVM (no entry to lock) stays, as it
+    /// did before. Bounded per call.
+    fn unlink_old_tombstones(&mut self) {
+        const UNLINK_BATCH: usize = 64;
+        let watermark = self.s.watermark();
+        for _ in 0..UNLINK_BATCH {
+            let Some(&(table, key, rid, cts)) = self.unlinks.front() else { break };
+            if cts >= watermark {
+                break;
+            }
+            self.unlinks.pop_front();
+            let Some(t) = self.tables.get(table as usize) else { continue };
+            let locw = t.records.loc(rid);
+            let loc = locw.load(Ordering::Acquire);
+            let Some((w, idx)) = loc_entry(loc) else { continue };
+            let e = t.caches[w].entry(idx);
+            let Some(prev) = silo::try_lock(&e.cc[0]) else { continue };
+            if prev & silo::ABSENT != 0
+                && prev & silo::OBSOLETE == 0
+                && silo::cts_of(prev) == cts
+                && locw.load(Ordering::Acquire) == loc
+            {
+                t.index.unlink(key);
+            }
+            silo::unlock(&e.cc[0], prev);
+        }
     }
 
     /// Move ready items (S2, S3) from the front of `garbage` to `to_zero`,

@@ -17,7 +17,8 @@
 //!      (S3 of `space.rs`).
 //! (U3) Single-version deletes unlink the key from the ordered index while
 //!      still locked (I1 of `index/mod.rs`); multi-version ones keep it for
-//!      older snapshots.
+//!      older snapshots and queue it: it leaves once its tombstone is below
+//!      the watermark (`maintain.rs`, `unlink_old_tombstones`).
 //! (U4) No in-place install writes another node's memory in a
 //!      NUMA-local-write mode (N1), checked by `assert!` in every build;
 //!      only a privileged multi-version transaction with a full region may.
@@ -68,6 +69,11 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             }
             if deleted {
                 self.retire_slot(Garbage::tombstone(w.table, w.slot, cts));
+                if P::MULTI_VERSION {
+                    // U3's deferred half: the key leaves the ordered index
+                    // once no snapshot can read below this tombstone.
+                    self.unlinks.push_back((w.table, w.key, w.rid, cts));
+                }
             }
             if P::MULTI_VERSION
                 && let Some(new_idx) = w.new_entry

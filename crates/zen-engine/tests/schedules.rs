@@ -104,6 +104,18 @@ fn designs() -> Vec<Design> {
     designs
 }
 
+/// Executions per scheduler: `ZEN_SCHEDULE_ITERATIONS`, else `default`.
+fn iterations_from_env(default: usize) -> usize {
+    std::env::var("ZEN_SCHEDULE_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The designs to explore: all, or the one `ZEN_SCHEDULE_CC=<name>` names
+/// (to replay a failure).
+fn selected_designs() -> Vec<Design> {
+    let only = std::env::var("ZEN_SCHEDULE_CC").ok();
+    designs().into_iter().filter(|&d| only.as_deref().is_none_or(|o| o == name(d))).collect()
+}
+
 fn name(d: Design) -> String {
     match (d.engine, d.numa) {
         (EngineKind::Zen, false) => d.cc.name().to_string(),
@@ -320,13 +332,8 @@ fn explore<S: Scheduler + 'static>(
 #[test]
 fn random_and_pct_schedules_of_every_protocol_are_serializable() {
     let seed = zen_pmem::sim::seed_from_env(0x5C4ED);
-    let iterations = std::env::var("ZEN_SCHEDULE_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(ITERATIONS);
-    // `ZEN_SCHEDULE_CC=<name>` explores one protocol (to replay a failure).
-    let only = std::env::var("ZEN_SCHEDULE_CC").ok();
-    for design in designs().into_iter().filter(|&d| only.as_deref().is_none_or(|o| o == name(d))) {
+    let iterations = iterations_from_env(ITERATIONS);
+    for design in selected_designs() {
         let before = POINTS.with(Cell::get);
         let started = std::time::Instant::now();
         let random = explore(design, None, RandomScheduler::new_from_seed(seed, iterations));
@@ -501,12 +508,8 @@ fn explore_moving_row<S: Scheduler + 'static>(
 #[test]
 fn a_scan_never_misses_a_row_that_moves_between_keys() {
     let seed = zen_pmem::sim::seed_from_env(0x5C4ED);
-    let iterations = std::env::var("ZEN_SCHEDULE_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(MOVING_ITERATIONS);
-    let only = std::env::var("ZEN_SCHEDULE_CC").ok();
-    for design in designs().into_iter().filter(|&d| only.as_deref().is_none_or(|o| o == name(d))) {
+    let iterations = iterations_from_env(MOVING_ITERATIONS);
+    for design in selected_designs() {
         let started = std::time::Instant::now();
         explore_moving_row(design, None, RandomScheduler::new_from_seed(seed, iterations));
         eprintln!(

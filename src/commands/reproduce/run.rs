@@ -244,28 +244,42 @@ fn say(bar: &ProgressBar, line: String) {
     }
 }
 
+/// The record of planned run `p` before it has run: what the plan says,
+/// nothing measured.
+fn planned_record(p: &Planned) -> RunRecord {
+    RunRecord {
+        series: p.series.clone(),
+        point: p.point.clone(),
+        rep: p.rep,
+        seed: p.seed,
+        args: p.args.clone(),
+        exit_code: None,
+        wall_s: 0.0,
+        other_load_cores: 0.0,
+        contended: false,
+        tries: 0,
+        summary_file: None,
+        metric: None,
+        explain: Default::default(),
+        timeseries: Vec::new(),
+        error: None,
+        shared_from: None,
+    }
+}
+
 /// `p`'s record from the finished run `source` made for another figure: its
 /// measurements, and its summary copied into `runs_dir` as `name`'s, from
 /// which `figure`'s own metric and `explain` fields are read.
 fn share(source: &Source, runs_dir: &Path, name: &str, figure: &Figure, p: &Planned) -> RunRecord {
     let s = &source.record;
     let mut record = RunRecord {
-        series: p.series.clone(),
-        point: p.point.clone(),
-        rep: p.rep,
-        seed: p.seed,
-        args: p.args.clone(),
         exit_code: s.exit_code,
         wall_s: s.wall_s,
         other_load_cores: s.other_load_cores,
         contended: s.contended,
         tries: s.tries,
-        summary_file: None,
-        metric: None,
-        explain: Default::default(),
-        timeseries: Vec::new(),
-        error: None,
         shared_from: Some(source.figure.clone()),
+        ..planned_record(p)
     };
     if s.exit_code != Some(0) {
         record.error.clone_from(&s.error);
@@ -334,22 +348,13 @@ fn run_one(
         let (exit_code, error) = outcome?;
         let contended = other > o.max_other_load;
         let mut record = RunRecord {
-            series: p.series.clone(),
-            point: p.point.clone(),
-            rep: p.rep,
-            seed: p.seed,
-            args: p.args.clone(),
             exit_code,
             wall_s,
             other_load_cores: other,
             contended,
             tries,
-            summary_file: None,
-            metric: None,
-            explain: Default::default(),
-            timeseries: Vec::new(),
             error,
-            shared_from: None,
+            ..planned_record(p)
         };
         if exit_code == Some(0) {
             read_summary(&mut record, &summary, figure, runs_dir);

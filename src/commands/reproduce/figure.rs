@@ -199,6 +199,11 @@ pub enum Claim {
         #[serde(default)]
         points: Vec<String>,
         range: [f64; 2],
+        /// The range is a bound the paper states ("at most 5 % overhead"):
+        /// the claim holds only if every ratio lies in it. Otherwise only
+        /// the side of 1 is judged and the range is reported.
+        #[serde(default)]
+        bound: bool,
         source: String,
     },
     /// The paper's value of `series` at `point`, in the metric's unit.

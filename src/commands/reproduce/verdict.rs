@@ -53,7 +53,7 @@ pub fn judge(figure: &Figure, points: &[String], cells: &Cells) -> Verdict {
             points.iter().filter(|p| ps.is_empty() || ps.contains(p)).cloned().collect()
         };
         match claim {
-            Claim::Ratio { series, over, points: ps, range, source } => {
+            Claim::Ratio { series, over, points: ps, range, bound, source } => {
                 let pts = chosen(ps);
                 let mut ratios = Vec::new();
                 for o in over {
@@ -66,8 +66,11 @@ pub fn judge(figure: &Figure, points: &[String], cells: &Cells) -> Verdict {
                     }
                 }
                 let (lo, hi) = (range[0], range[1]);
+                let inside = ratios.iter().filter(|r| **r >= lo && **r <= hi).count();
                 let holds = if ratios.is_empty() {
                     None
+                } else if *bound {
+                    Some(inside == ratios.len())
                 } else if lo >= 1.0 {
                     Some(ratios.iter().all(|r| *r >= 1.0))
                 } else if hi <= 1.0 {
@@ -75,7 +78,6 @@ pub fn judge(figure: &Figure, points: &[String], cells: &Cells) -> Verdict {
                 } else {
                     None
                 };
-                let inside = ratios.iter().filter(|r| **r >= lo && **r <= hi).count();
                 let ours = match (
                     ratios.iter().copied().reduce(f64::min),
                     ratios.iter().copied().reduce(f64::max),
@@ -535,5 +537,28 @@ mod tests {
         assert!(find("order").ours.contains("not at WH θ0.6"), "{}", find("order").ours);
         assert_eq!(find("Zen, MMDB, WBL along").holds, Some(true));
         assert!(v.word.starts_with("shape holds in part"), "{}", v.word);
+    }
+
+    /// Zen+ Fig. 28's read-only claim ("at most 5 % overhead", a bound):
+    /// 0.86× is on the paper's side of 1 but outside its range.
+    #[test]
+    fn a_bound_claim_holds_only_inside_its_range() {
+        let text = std::fs::read_to_string("figures/zenplus-fig28.toml").unwrap();
+        let f: Figure = toml::from_str(&text).unwrap();
+        let points = vec!["RO θ0.6".to_string(), "RO θ0.99".to_string()];
+        let judged = |ratio: f64| {
+            let cells = cells_of(&[
+                ("soft-partition", "RO θ0.6", 100.0 * ratio),
+                ("local-write", "RO θ0.6", 100.0),
+                ("soft-partition", "RO θ0.99", 98.0),
+                ("local-write", "RO θ0.99", 100.0),
+            ]);
+            let v = judge(&f, &points, &cells);
+            v.claims.iter().find(|j| j.source.contains("at most 5 %")).unwrap().holds
+        };
+        assert_eq!(judged(0.86), Some(false), "17 % overhead is not at most 5 %");
+        assert_eq!(judged(0.97), Some(true));
+        assert_eq!(judged(1.01), Some(true), "no overhead: within the 5 % either way");
+        assert_eq!(judged(1.2), Some(false), "far above: not what the paper says either");
     }
 }

@@ -170,14 +170,15 @@ impl PrimaryIndex {
     /// grows, and grows with every unlink in the range).
     fn unlink_stamp(&self, low: u64, high: u64) -> u64 {
         let (first, last) = (low >> UNLINK_SEGMENT_BITS, high >> UNLINK_SEGMENT_BITS);
-        let sum = |stripes: &mut dyn Iterator<Item = usize>| {
-            stripes.fold(0u64, |sum, i| sum.wrapping_add(self.unlinks[i].load(Ordering::SeqCst)))
-        };
-        if last.saturating_sub(first) >= UNLINK_STRIPES as u64 {
-            sum(&mut (0..UNLINK_STRIPES))
+        // Segments wrap onto the counters: more than there are cover them all.
+        let segments = if last - first >= UNLINK_STRIPES as u64 {
+            0..UNLINK_STRIPES as u64
         } else {
-            sum(&mut (first..=last).map(|s| s as usize % UNLINK_STRIPES))
-        }
+            first..last + 1
+        };
+        segments.fold(0u64, |sum, s| {
+            sum.wrapping_add(self.unlinks[s as usize % UNLINK_STRIPES].load(Ordering::SeqCst))
+        })
     }
 
     /// Run `rescan`, a phantom check that walks `low..=high`, and hold it

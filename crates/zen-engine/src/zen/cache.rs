@@ -269,10 +269,24 @@ impl CacheRegion {
         e
     }
 
-    /// Set entry `index`'s CLOCK reference bit (an entry being filled).
-    #[inline]
-    pub fn reference(&self, index: u32) {
-        reference(&self.chunk(index).refs, index as usize % CHUNK_ENTRIES);
+    /// Fill entry `index` (not yet published) for record `rid` of `key`
+    /// whose version is in `slot` (0: none): no copy flag, referenced, used
+    /// at `touch`, CC-Meta words 1–3 cleared. The caller sets the version
+    /// word and the row, then publishes. Returns the entry.
+    pub fn fill(&self, index: u32, key: u64, rid: u64, slot: u64, touch: u64) -> &Entry {
+        let c = self.chunk(index);
+        let i = index as usize % CHUNK_ENTRIES;
+        let e = &c.entries[i];
+        c.keys[i].store(key, Ordering::Relaxed);
+        e.record.store(rid + 1, Ordering::Relaxed);
+        e.slot.store(slot, Ordering::Relaxed);
+        e.flags.store(0, Ordering::Relaxed);
+        reference(&c.refs, i);
+        e.touch_ts.store(touch, Ordering::Relaxed);
+        for w in &e.cc[1..] {
+            w.store(0, Ordering::Relaxed);
+        }
+        e
     }
 
     /// The key of entry `index`.

@@ -345,17 +345,8 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         };
         let idx = self.allocate_entry(t)?;
         let region = &t.caches[self.id];
-        let e = region.entry(idx);
-        region.key(idx).store(h.key, Ordering::Relaxed);
-        e.record.store(rid + 1, Ordering::Relaxed);
-        e.slot.store(slot, Ordering::Relaxed);
-        e.flags.store(0, Ordering::Relaxed);
-        region.reference(idx);
-        e.touch_ts.store(self.begin_ts, Ordering::Relaxed);
+        let e = region.fill(idx, h.key, rid, slot, self.begin_ts);
         e.cc[0].store(silo::tid(h.cts, h.deleted), Ordering::Relaxed);
-        for w in &e.cc[1..] {
-            w.store(0, Ordering::Relaxed);
-        }
         if P::TICTOC {
             // Logical timestamps of an evicted version are gone: restart above
             // every logical timestamp used so far (never below an old rts).
@@ -775,18 +766,9 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             if loc == LOC_EMPTY {
                 let idx = self.allocate_entry(t)?;
                 let region = &t.caches[self.id];
-                let e = region.entry(idx);
+                let e = region.fill(idx, key, rid, 0, self.begin_ts);
                 let prev = silo::ABSENT;
-                region.key(idx).store(key, Ordering::Relaxed);
-                e.record.store(rid + 1, Ordering::Relaxed);
-                e.slot.store(0, Ordering::Relaxed);
-                e.flags.store(0, Ordering::Relaxed);
-                region.reference(idx);
-                e.touch_ts.store(self.begin_ts, Ordering::Relaxed);
                 e.cc[0].store(prev | silo::LOCK, Ordering::Relaxed);
-                for w in &e.cc[1..] {
-                    w.store(0, Ordering::Relaxed);
-                }
                 let mine = loc_cached(self.id, idx);
                 sched::point();
                 if locw

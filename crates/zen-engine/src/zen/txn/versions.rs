@@ -17,7 +17,7 @@ use zen_pmem::PmemBackend;
 use super::{SPIN_LIMIT, ZenWorker, backoff};
 use crate::cc::{Protocol, mvcc, silo};
 use crate::error::{AbortReason, Error, Result};
-use crate::zen::cache::{CacheRegion, Entry, LOC_EMPTY, loc_cached, loc_entry};
+use crate::zen::cache::{Entry, LOC_EMPTY, loc_cached, loc_entry};
 use crate::zen::table::Table;
 
 impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
@@ -114,8 +114,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     fn publish_placeholder(&mut self, t: &Table, key: u64, rid: u64) -> Result<()> {
         let idx = self.allocate_entry(t)?;
         let region = &t.caches[self.id];
-        let e = region.entry(idx);
-        init_entry(region, idx, key, rid, 0, self.txn_ts.unwrap_or(self.begin_ts));
+        let e = region.fill(idx, key, rid, 0, self.txn_ts.unwrap_or(self.begin_ts));
         e.cc[0].store(silo::ABSENT, Ordering::Relaxed);
         let mine = loc_cached(self.id, idx);
         let locw = t.records.loc(rid);
@@ -184,8 +183,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         head_loc: u64,
     ) {
         let region = &t.caches[self.id];
-        let e = region.entry(idx);
-        init_entry(region, idx, key, rid, slot, cts);
+        let e = region.fill(idx, key, rid, slot, cts);
         if !deleted {
             region.write_row(idx, row);
             self.s.numa_entry(self.id, self.id, idx, true);
@@ -197,18 +195,5 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         let mine = loc_cached(self.id, idx);
         t.caches[hw].entry(hidx).cc[3].store(mine, Ordering::Release);
         t.records.loc(rid).store(mine, Ordering::Release);
-    }
-}
-
-fn init_entry(region: &CacheRegion, idx: u32, key: u64, rid: u64, slot: u64, touch: u64) {
-    let e = region.entry(idx);
-    region.key(idx).store(key, Ordering::Relaxed);
-    e.record.store(rid + 1, Ordering::Relaxed);
-    e.slot.store(slot, Ordering::Relaxed);
-    e.flags.store(0, Ordering::Relaxed);
-    region.reference(idx);
-    e.touch_ts.store(touch, Ordering::Relaxed);
-    for w in &e.cc[1..] {
-        w.store(0, Ordering::Relaxed);
     }
 }

@@ -181,16 +181,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// commit's logical timestamp, as an in-place install would set.
     fn install_copy(&mut self, t: &Table, rid: u64, key: u64, idx: u32, row: &[u8], v: Version) {
         let region = &t.caches[self.id];
-        let e = region.entry(idx);
-        region.key(idx).store(key, Ordering::Relaxed);
-        e.record.store(rid + 1, Ordering::Relaxed);
-        e.slot.store(v.slot, Ordering::Relaxed);
-        e.flags.store(0, Ordering::Relaxed);
-        region.reference(idx);
-        e.touch_ts.store(self.begin_ts, Ordering::Relaxed);
-        for word in &e.cc[1..] {
-            word.store(0, Ordering::Relaxed);
-        }
+        let e = region.fill(idx, key, rid, v.slot, self.begin_ts);
         if P::TICTOC {
             e.cc[1].store(v.logical, Ordering::Relaxed);
             e.cc[2].store(v.logical, Ordering::Relaxed);

@@ -524,4 +524,10 @@ pub struct PlotArgs {
     /// The SVG file to write.
     #[arg(long, value_name = "FILE.svg")]
     pub out: PathBuf,
+    /// Draw with this figure file (its current text, e.g. figures/ID.toml)
+    /// instead of the definition recorded in the results; it must be the
+    /// results' figure. For a change of how a figure is drawn (labels,
+    /// `y.beside`) without running it again.
+    #[arg(long, value_name = "FILE.toml")]
+    pub figure: Option<PathBuf>,
 }

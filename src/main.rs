@@ -38,7 +38,9 @@ fn dispatch(cli: &Cli) -> CliResult {
         Command::CrashTest(args) => commands::crash_test::crash_test(args),
         Command::Reproduce(args) => commands::reproduce::reproduce(args),
         Command::Report(args) => commands::reproduce::report(args),
-        Command::Plot(args) => commands::plot::plot(&args.results, &args.out),
+        Command::Plot(args) => {
+            commands::plot::plot(&args.results, args.figure.as_deref(), &args.out)
+        }
         Command::Probe(args) => commands::probe::probe(args),
     }
 }

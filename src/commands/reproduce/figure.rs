@@ -123,6 +123,22 @@ pub struct YAxis {
     pub column: Option<String>,
     #[serde(default)]
     pub log: bool,
+    /// A second metric drawn beside `metric` (a `bars` chart: one lighter
+    /// bar per series and x point next to the metric's bar).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beside: Option<Beside>,
+}
+
+/// `[y.beside]`: a second number of each run drawn beside the metric, e.g.
+/// the mean latency beside p99. Its values are the runs' `explain` field of
+/// the same name, so `metric` must be one of `explain`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Beside {
+    /// Dotted path into the summary JSON; one of the figure's `explain`.
+    pub metric: String,
+    /// Its name in the legend (`Zen mean (ours)`), e.g. `mean`.
+    pub label: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -256,12 +272,7 @@ impl Catalog {
     /// Read every `*.toml` of `dir` except `planned-engines.toml`.
     pub fn load(dir: &Path) -> Result<Catalog, FigureError> {
         let planned_path = dir.join("planned-engines.toml");
-        let planned: Planned = if planned_path.exists() {
-            let text = read(&planned_path)?;
-            toml::from_str(&text).map_err(|e| syntax(&planned_path, &e))?
-        } else {
-            Planned::default()
-        };
+        let planned = read_planned(&planned_path)?;
         let entries = std::fs::read_dir(dir)
             .map_err(|e| FigureError::Read { file: dir.to_path_buf(), message: e.to_string() })?;
         let mut paths: Vec<PathBuf> = entries
@@ -280,6 +291,23 @@ impl Catalog {
             known: self.figures.iter().map(|f| f.id.as_str()).collect::<Vec<_>>().join(", "),
         })
     }
+}
+
+/// `planned-engines.toml` at `path`; none planned when there is no such file.
+fn read_planned(path: &Path) -> Result<Planned, FigureError> {
+    if !path.exists() {
+        return Ok(Planned::default());
+    }
+    let text = read(path)?;
+    toml::from_str(&text).map_err(|e| syntax(path, &e))
+}
+
+/// Read and validate one figure file on its own, with the planned engines of
+/// the `planned-engines.toml` beside it (if any).
+pub fn load_file(path: &Path) -> Result<Figure, FigureError> {
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let planned = read_planned(&dir.join("planned-engines.toml"))?;
+    parse_file(path, &planned)
 }
 
 fn read(path: &Path) -> Result<String, FigureError> {
@@ -371,6 +399,7 @@ fn validate(file: &Path, f: &Figure, planned: &Planned) -> Result<(), FigureErro
             return err(&format!("series[{i}].points"), format!("no x point `{p}`"));
         }
     }
+    validate_beside(file, f)?;
     validate_timeseries(file, f)?;
     let mut labels = BTreeSet::new();
     for (i, p) in f.x.points.iter().enumerate() {
@@ -478,6 +507,32 @@ pub fn timeseries_columns() -> Vec<String> {
         .collect()
 }
 
+/// `y.beside` is drawn by a `bars` chart, and read from the runs' `explain`
+/// fields.
+fn validate_beside(file: &Path, f: &Figure) -> Result<(), FigureError> {
+    let Some(b) = &f.y.beside else { return Ok(()) };
+    let err = |field: &str, message: String| Err(FigureError::field(file, field, message));
+    if f.chart != Chart::Bars {
+        return err("y.beside", "only a `bars` chart draws a second metric".into());
+    }
+    if b.label.trim().is_empty() {
+        return err("y.beside.label", "is empty (it names the metric in the legend)".into());
+    }
+    if b.metric == f.y.metric {
+        return err("y.beside.metric", format!("is `y.metric` (`{}`) itself", b.metric));
+    }
+    if !f.explain.contains(&b.metric) {
+        return err(
+            "y.beside.metric",
+            format!(
+                "`{}` is not one of `explain` (a run records `y.metric` and the `explain` fields only)",
+                b.metric
+            ),
+        );
+    }
+    Ok(())
+}
+
 /// `y.column` belongs to a `timeseries` chart, which has one x point (the
 /// run) on a linear time axis.
 fn validate_timeseries(file: &Path, f: &Figure) -> Result<(), FigureError> {
@@ -578,5 +633,58 @@ impl Figure {
         args.extend(series.args.iter().cloned());
         args.extend(point.args.iter().cloned());
         args
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `figures/zenplus-fig18.toml` with `from` replaced by `to`, read from
+    /// a file of the same name.
+    fn fig18_with(from: &str, to: &str) -> Result<Figure, FigureError> {
+        let text = std::fs::read_to_string("figures/zenplus-fig18.toml").unwrap();
+        assert!(text.contains(from), "{from}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("zenplus-fig18.toml");
+        std::fs::write(&path, text.replace(from, to)).unwrap();
+        load_file(&path)
+    }
+
+    fn field_of(r: Result<Figure, FigureError>) -> (String, String) {
+        match r {
+            Err(FigureError::Field { field, message, .. }) => (field, message),
+            other => panic!("not a field error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn y_beside_is_optional_and_a_bad_one_is_a_field_error() {
+        // Zen+ Fig. 18 draws the mean beside p99; a figure without it is valid.
+        let f = load_file(Path::new("figures/zenplus-fig18.toml")).unwrap();
+        let b = f.y.beside.as_ref().unwrap();
+        assert_eq!((b.metric.as_str(), b.label.as_str()), ("summary.latency_us.mean", "mean"));
+        assert!(load_file(Path::new("figures/zenplus-fig16.toml")).unwrap().y.beside.is_none());
+        // Not one of `explain`: the runs do not record it.
+        let (field, message) = field_of(fig18_with(
+            "metric = \"summary.latency_us.mean\"",
+            "metric = \"summary.latency_us.p90\"",
+        ));
+        assert!(field == "y.beside.metric" && message.contains("explain"), "{field}: {message}");
+        // The metric itself.
+        let (field, _) = field_of(fig18_with(
+            "metric = \"summary.latency_us.mean\"",
+            "metric = \"summary.latency_us.p99\"",
+        ));
+        assert_eq!(field, "y.beside.metric");
+        // No label.
+        let (field, _) = field_of(fig18_with("label = \"mean\"", "label = \" \""));
+        assert_eq!(field, "y.beside.label");
+        // Only bars draw it.
+        let (field, message) = field_of(fig18_with("chart = \"bars\"", "chart = \"line\""));
+        assert!(field == "y.beside" && message.contains("bars"), "{field}: {message}");
+        // An unknown field of it.
+        let (field, _) = field_of(fig18_with("label = \"mean\"", "label = \"mean\"\ncolour = 1"));
+        assert!(field.contains("colour"), "{field}");
     }
 }

@@ -281,6 +281,13 @@ impl<B: PmemBackend> Shared<B> {
         self.tables.read().clone()
     }
 
+    /// A worker's own copy of the table list, so that cloning its `Arc`
+    /// (eviction's walk over the tables) touches a line only that worker
+    /// uses, not one every worker shares.
+    pub fn worker_tables(&self) -> Arc<Vec<Arc<Table>>> {
+        Arc::new(Vec::clone(&self.tables.read()))
+    }
+
     /// Most entries a region of a table with `row_bytes` rows may allocate:
     /// twice the whole budget (one worker may be the only one running, and
     /// evicted entries wait, retired (C4), until the watermark passes before

@@ -147,7 +147,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             s,
             id,
             thread: Shared::<B>::thread_of(id),
-            tables: s.tables(),
+            tables: s.worker_tables(),
             tables_version: s.tables_version.load(Ordering::Acquire),
             reads: Vec::new(),
             writes: Vec::new(),
@@ -202,12 +202,23 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         }
     }
 
+    /// The table of a write-set item, borrowed from the registry for as long
+    /// as the worker borrows the engine. The commit phases used to clone its
+    /// `Arc` per write per phase: an atomic read-modify-write on the table's
+    /// reference count, a line every worker writing the table shares.
+    fn written_table(&self, table: u32) -> &'e Table {
+        let shared: &'e Shared<B> = self.s;
+        // Every write went through `table()`, which found it there; published
+        // tables are never removed (`registry.rs`).
+        shared.registry.get(table as usize).expect("a written table is in the registry")
+    }
+
     /// Begin a transaction; a declared read-only one runs on a snapshot when
     /// adaptive execution is on. Fails only with `Exclusive` (Zen+ stage).
     fn begin(&mut self, read_only: bool) -> Result<()> {
         let version = self.s.tables_version.load(Ordering::Acquire);
         if version != self.tables_version {
-            self.tables = self.s.tables();
+            self.tables = self.s.worker_tables();
             self.tables_version = version;
         }
         if self.adaptive_on() {

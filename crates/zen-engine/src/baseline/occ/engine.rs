@@ -114,6 +114,13 @@ impl<S: Store> Core<S> {
         self.tables.read().clone()
     }
 
+    /// A worker's own copy of the table list: the commit clones its `Arc`
+    /// once per phase, an atomic on a line only that worker touches (a
+    /// list shared by every worker would make it a shared write per commit).
+    pub fn worker_tables(&self) -> Arc<Vec<Arc<Table<S::TableExt>>>> {
+        Arc::new(Vec::clone(&self.tables.read()))
+    }
+
     pub fn tables_version(&self) -> u64 {
         self.tables_version.load(Ordering::Acquire)
     }

@@ -121,7 +121,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
             core,
             id,
             local: S::local(core, id),
-            tables: core.tables(),
+            tables: core.worker_tables(),
             tables_version: core.tables_version(),
             reads: Vec::new(),
             writes: Vec::new(),
@@ -144,7 +144,7 @@ impl<'e, S: Store> OccWorker<'e, S> {
     fn begin(&mut self) {
         let version = self.core.tables_version();
         if version != self.tables_version {
-            self.tables = self.core.tables();
+            self.tables = self.core.worker_tables();
             self.tables_version = version;
         }
         let p = self.core.protocol;

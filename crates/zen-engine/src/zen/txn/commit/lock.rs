@@ -36,8 +36,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             if self.writes[i].locked.is_some() {
                 continue;
             }
-            let t = self.tables[self.writes[i].table as usize].clone();
-            let locked = self.lock_record(&t, self.writes[i].rid)?;
+            let t = self.written_table(self.writes[i].table);
+            let locked = self.lock_record(t, self.writes[i].rid)?;
             self.writes[i].locked = Some(locked);
         }
         Ok(())

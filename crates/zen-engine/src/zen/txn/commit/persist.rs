@@ -47,8 +47,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// Take a free heap slot for every write; pages come from the pool.
     pub(super) fn allocate_slots(&mut self) -> Result<()> {
         for i in 0..self.writes.len() {
-            let t = self.tables[self.writes[i].table as usize].clone();
-            let slot = self.allocate_slot(&t)?;
+            let t = self.written_table(self.writes[i].table);
+            let slot = self.allocate_slot(t)?;
             self.writes[i].slot = slot;
             let reserve =
                 if P::MULTI_VERSION { self.needs_new_entry(i) } else { self.must_move(i) };
@@ -56,7 +56,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 // Reserved now: once persisted, installing must not fail. A
                 // full region aborts (retryable) rather than write in place,
                 // which for `must_move` would be a remote write (N1).
-                self.writes[i].new_entry = match self.allocate_entry(&t) {
+                self.writes[i].new_entry = match self.allocate_entry(t) {
                     Ok(idx) => Some(idx),
                     // Zen+ step 3 (multi-version only): alone, a full region
                     // installs in place or in NVM (`install`).

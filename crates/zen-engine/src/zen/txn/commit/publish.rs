@@ -41,12 +41,12 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         for i in 0..self.writes.len() {
             crate::sched::point();
             let w = self.writes[i];
-            let t = self.tables[w.table as usize].clone();
+            let t = self.written_table(w.table);
             let (loc, prev) = w.locked.expect("locked at commit");
             let deleted = w.kind == WriteKind::Delete;
             let Some((owner, idx)) = loc_entry(loc) else {
                 let old = Garbage::superseded(w.table, loc, silo::cts_of(prev), cts);
-                self.install_direct(&t, w.rid, old, w.slot, deleted);
+                self.install_direct(t, w.rid, old, w.slot, deleted);
                 self.writes[i].locked = None;
                 continue;
             };
@@ -54,7 +54,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             let old_slot = entry.slot.load(Ordering::Acquire);
             let new_row = &data[w.data_at..w.data_at + t.row_bytes];
             maintain_secondary(
-                &t,
+                t,
                 (owner, idx, prev),
                 w.key,
                 (!deleted).then_some(new_row),
@@ -79,7 +79,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 && let Some(new_idx) = w.new_entry
             {
                 self.install_version(
-                    &t, w.rid, w.key, new_idx, new_slot, new_row, cts, deleted, loc,
+                    t, w.rid, w.key, new_idx, new_slot, new_row, cts, deleted, loc,
                 );
                 entry.cc[0].store(prev & !silo::LOCK, Ordering::Release);
                 self.writes[i].locked = None;
@@ -88,7 +88,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             }
             self.writes[i].new_entry = None;
             let version = Version { slot: new_slot, cts, logical, deleted };
-            self.install_single(&t, &w, (owner, idx, prev), new_row, version);
+            self.install_single(t, &w, (owner, idx, prev), new_row, version);
             self.writes[i].locked = None;
         }
         self.write_data = data;

@@ -70,10 +70,10 @@ pub struct Shared<B: PmemBackend> {
     pub unfenced_lp: Box<[CachePadded<AtomicU64>]>,
     /// Commit floors: per worker, the value last stored to its floor word
     /// (stores serialised by `floor_locks`; flushed, maybe not yet fenced).
-    pub floors: Box<[AtomicU64]>,
+    pub floors: Box<[CachePadded<AtomicU64>]>,
     /// Per worker, a floor value known durable: the thread that flushed the
     /// floor line has fenced since (S4 relies on this one, not on `floors`).
-    pub floors_durable: Box<[AtomicU64]>,
+    pub floors_durable: Box<[CachePadded<AtomicU64>]>,
     pub floor_page: u64,
     /// Owner worker of every pool page (a reclaimed slot goes back to its owner).
     pub page_worker: Box<[AtomicU32]>,
@@ -88,7 +88,7 @@ pub struct Shared<B: PmemBackend> {
     pub freed_slots: Box<[std::sync::OnceLock<handoff::Handoff>]>,
     /// Serialises the NVM stores of one worker's commit floor (S4): the
     /// worker itself and the holders of its superseded slots raise it.
-    floor_locks: Box<[Mutex<()>]>,
+    floor_locks: Box<[CachePadded<Mutex<()>>]>,
     catalog_lock: Mutex<()>,
     pub recovery: Option<RecoveryReport>,
     /// Met-Cache byte budget of each worker.
@@ -220,7 +220,7 @@ impl<B: PmemBackend> Shared<B> {
             gc: (0..regions).map(|_| CachePadded::new(Mutex::new(Default::default()))).collect(),
             gc_low: per_worker(u64::MAX),
             freed_slots: (0..regions).map(|_| std::sync::OnceLock::new()).collect(),
-            floor_locks: (0..regions).map(|_| Mutex::new(())).collect(),
+            floor_locks: (0..regions).map(|_| CachePadded::new(Mutex::new(()))).collect(),
             pool,
             config: config.clone(),
             tables: RwLock::new(Arc::new(Vec::new())),
@@ -233,8 +233,8 @@ impl<B: PmemBackend> Shared<B> {
             active_ts: per_worker(u64::MAX),
             durable_cts: per_worker(0),
             unfenced_lp: per_worker(0),
-            floors: (0..regions).map(|_| AtomicU64::new(0)).collect(),
-            floors_durable: (0..regions).map(|_| AtomicU64::new(0)).collect(),
+            floors: (0..regions).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+            floors_durable: (0..regions).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
             floor_page,
             catalog_lock: Mutex::new(()),
             recovery,

@@ -17,6 +17,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
 use crate::sched::{Mutex, RwLock};
+use crossbeam_utils::CachePadded;
 use zen_pmem::CounterSnapshot;
 
 use super::protocol::{Protocol, VersionHeap};
@@ -48,11 +49,12 @@ pub struct Core<S: Store> {
     /// The protocol (`protocol.rs`).
     pub protocol: Protocol,
     /// TO / MVCC: per worker, a bound below its running transaction's
-    /// timestamp (`u64::MAX` when idle).
-    active: Box<[AtomicU64]>,
+    /// timestamp (`u64::MAX` when idle). Padded, as `lock_priority`: each
+    /// worker stores its own twice per transaction.
+    active: Box<[CachePadded<AtomicU64>]>,
     /// wait-die: per worker, the priority of its transaction (smaller is
     /// older; `u64::MAX` when idle).
-    pub lock_priority: Box<[AtomicU64]>,
+    pub lock_priority: Box<[CachePadded<AtomicU64>]>,
     /// dl-detect: per worker, the workers it waits for (a bitmap).
     pub waits_for: Mutex<Vec<u64>>,
     /// MVCC: old versions (`protocol.rs`).
@@ -86,8 +88,12 @@ impl<S: Store> Core<S> {
             recovery,
             stop: AtomicBool::new(false),
             protocol: Protocol::of(config.cc).unwrap_or(Protocol::SILO),
-            active: (0..config.max_workers).map(|_| AtomicU64::new(u64::MAX)).collect(),
-            lock_priority: (0..config.max_workers).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            active: (0..config.max_workers)
+                .map(|_| CachePadded::new(AtomicU64::new(u64::MAX)))
+                .collect(),
+            lock_priority: (0..config.max_workers)
+                .map(|_| CachePadded::new(AtomicU64::new(u64::MAX)))
+                .collect(),
             waits_for: Mutex::new(vec![0; config.max_workers]),
             versions: VersionHeap::default(),
         }

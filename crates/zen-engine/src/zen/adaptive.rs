@@ -182,8 +182,10 @@ impl AdaptiveStats {
 
 /// Engine-wide state of adaptive execution.
 pub struct Adaptive {
-    /// G-EX: 0 when free, else the privileged worker's id + 1.
-    pub exclusive: AtomicU64,
+    /// G-EX: 0 when free, else the privileged worker's id + 1. Every begin
+    /// reads it, so it has a line of its own: no counter written per
+    /// transaction may share it.
+    pub exclusive: CachePadded<AtomicU64>,
     /// Timestamp each worker drew after publishing itself active (R1, R2).
     pub begin_ts: Box<[CachePadded<AtomicU64>]>,
     /// Tuples accessed by each worker's running transaction (β's choice).
@@ -191,7 +193,9 @@ pub struct Adaptive {
     pub stage_switches: AtomicU64,
     pub privileged: [AtomicU64; 3],
     pub exclusive_ns: AtomicU64,
-    pub snapshot_txns: AtomicU64,
+    /// Per worker (each stores its own: a shared counter would be a shared
+    /// write per read-only transaction).
+    pub snapshot_txns: Box<[CachePadded<AtomicU64>]>,
     pub nvm_direct_reads: AtomicU64,
     pub nvm_direct_writes: AtomicU64,
     pub exclusive_reclaimed: AtomicU64,
@@ -202,13 +206,13 @@ impl Adaptive {
         let per_worker =
             |v: u64| (0..regions).map(|_| CachePadded::new(AtomicU64::new(v))).collect();
         Adaptive {
-            exclusive: AtomicU64::new(0),
+            exclusive: CachePadded::new(AtomicU64::new(0)),
             begin_ts: per_worker(NO_BEGIN),
             accessed: per_worker(0),
             stage_switches: AtomicU64::new(0),
             privileged: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
             exclusive_ns: AtomicU64::new(0),
-            snapshot_txns: AtomicU64::new(0),
+            snapshot_txns: per_worker(0),
             nvm_direct_reads: AtomicU64::new(0),
             nvm_direct_writes: AtomicU64::new(0),
             exclusive_reclaimed: AtomicU64::new(0),
@@ -223,7 +227,7 @@ impl Adaptive {
             privileged_beta: get(&self.privileged[1]),
             privileged_gamma: get(&self.privileged[2]),
             exclusive_us: get(&self.exclusive_ns) / 1000,
-            snapshot_txns: get(&self.snapshot_txns),
+            snapshot_txns: self.snapshot_txns.iter().map(|a| get(a)).sum(),
             nvm_direct_reads: get(&self.nvm_direct_reads),
             nvm_direct_writes: get(&self.nvm_direct_writes),
             exclusive_reclaimed_slots: get(&self.exclusive_reclaimed),

@@ -75,7 +75,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         self.snapshot = Some(low.saturating_sub(1));
         self.begin_ts = low;
         self.watermark = low;
-        a.snapshot_txns.fetch_add(1, Ordering::Relaxed);
+        let mine = &a.snapshot_txns[self.id];
+        mine.store(mine.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         Ok(())
     }
 

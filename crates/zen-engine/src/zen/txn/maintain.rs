@@ -108,7 +108,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// insert links under it, and only if the entry is still the record's
     /// head with that tombstone: a key re-inserted since is live again; one
     /// whose tombstone was evicted to NVM (no entry to lock) stays, as it
-    /// did before. Bounded per call.
+    /// did before; one whose entry another worker holds locked goes to the
+    /// back of the queue. Bounded per call.
     fn unlink_old_tombstones(&mut self) {
         const UNLINK_BATCH: usize = 64;
         let watermark = self.s.watermark();
@@ -123,7 +124,12 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             let loc = locw.load(Ordering::Acquire);
             let Some((w, idx)) = loc_entry(loc) else { continue };
             let e = t.caches[w].entry(idx);
-            let Some(prev) = silo::try_lock(&e.cc[0]) else { continue };
+            let Some(prev) = silo::try_lock(&e.cc[0]) else {
+                // Another worker holds it (an insert of the key, or an
+                // unlink): try again at a later fence, after the others.
+                self.unlinks.push_back((table, key, rid, cts));
+                break;
+            };
             if prev & silo::ABSENT != 0
                 && prev & silo::OBSOLETE == 0
                 && silo::cts_of(prev) == cts

@@ -103,8 +103,10 @@ pub struct Shared<B: PmemBackend> {
     pub waits_for: Mutex<Vec<u64>>,
     /// H-Store: owner (worker + 1) of each partition, 0 when free.
     pub partition_locks: Box<[AtomicU64]>,
-    /// TicToc: largest logical timestamp used (reloaded versions restart above it).
-    pub tictoc_high: AtomicU64,
+    /// TicToc: per worker, the largest logical timestamp it used (a version
+    /// cached back from NVM restarts above the largest of all). Each worker
+    /// raises only its own: one global word was a shared write per commit.
+    tictoc_high: Box<[CachePadded<AtomicU64>]>,
     /// OCC: the critical section of serial validation.
     pub validation: Mutex<()>,
     /// Zen+ NUMA runtime (`None` on one node: nothing placed or counted).
@@ -233,8 +235,8 @@ impl<B: PmemBackend> Shared<B> {
             active_ts: per_worker(u64::MAX),
             durable_cts: per_worker(0),
             unfenced_lp: per_worker(0),
-            floors: (0..regions).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
-            floors_durable: (0..regions).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+            floors: per_worker(0),
+            floors_durable: per_worker(0),
             floor_page,
             catalog_lock: Mutex::new(()),
             recovery,
@@ -246,7 +248,7 @@ impl<B: PmemBackend> Shared<B> {
             partition_locks: (0..config.hstore_partitions.unwrap_or(config.max_workers))
                 .map(|_| AtomicU64::new(0))
                 .collect(),
-            tictoc_high: AtomicU64::new(0),
+            tictoc_high: per_worker(0),
             validation: Mutex::new(()),
             numa,
             heap_pages_allocated: AtomicU64::new(0),
@@ -402,6 +404,19 @@ impl<B: PmemBackend> Shared<B> {
         }
         p.flush(at, 8);
         stored
+    }
+
+    /// TicToc: worker `w` used logical timestamp `ts` (only `w` calls this).
+    pub(crate) fn raise_tictoc_high(&self, w: usize, ts: u64) {
+        let mine = &self.tictoc_high[w];
+        if mine.load(Ordering::Relaxed) < ts {
+            mine.store(ts, Ordering::Release);
+        }
+    }
+
+    /// TicToc: the largest logical timestamp any worker has used.
+    pub(crate) fn tictoc_high(&self) -> u64 {
+        self.tictoc_high.iter().map(|h| h.load(Ordering::Acquire)).max().unwrap_or(0)
     }
 
     /// `thread` fenced after flushing these (worker, floor) pairs

@@ -361,7 +361,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         if P::TICTOC {
             // Logical timestamps of an evicted version are gone: restart above
             // every logical timestamp used so far (never below an old rts).
-            let high = self.s.tictoc_high.load(Ordering::Acquire);
+            let high = self.s.tictoc_high();
             e.cc[1].store(high, Ordering::Relaxed);
             e.cc[2].store(high, Ordering::Relaxed);
         }

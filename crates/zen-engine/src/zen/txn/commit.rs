@@ -106,7 +106,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         let durable = self.persist_new_versions(cts);
         crate::sched::point();
         if P::TICTOC {
-            self.s.tictoc_high.fetch_max(logical, Ordering::AcqRel);
+            self.s.raise_tictoc_high(self.id, logical);
         }
         // Phase 4.
         self.publish(cts, logical);

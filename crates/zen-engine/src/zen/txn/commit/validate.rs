@@ -15,7 +15,8 @@
 //!      records with no key of it unlinked during the re-scan
 //!      (`Abort(Phantom)`), whatever the protocol (`scan.rs`, `index/mod.rs`).
 //! (V3) Validation writes no NVM; the only shared stores are TicToc's rts
-//!      extensions (and `tictoc_high`), which are valid whatever the outcome.
+//!      extensions (and the worker's own `tictoc_high` word), which are valid
+//!      whatever the outcome.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -95,7 +96,7 @@ impl<B: PmemBackend, P: Protocol> CommitView for ZenWorker<'_, B, P> {
     }
 
     fn raise_logical_high(&self, ts: u64) {
-        self.s.tictoc_high.fetch_max(ts, Ordering::AcqRel);
+        self.s.raise_tictoc_high(self.id, ts);
     }
 
     fn race(&self, f: RaceFault) -> bool {

@@ -486,6 +486,9 @@ pub struct ReproduceArgs {
     /// Extra tries of a contended run (it is kept, flagged, after the last).
     #[arg(long, default_value_t = 2)]
     pub retries: u32,
+    /// With --resume: make again the runs the directory records as contended (kept otherwise).
+    #[arg(long, requires = "resume")]
+    pub redo_contended: bool,
     /// Hold an exclusive lock on FILE around every run (repeat for several, taken in order).
     #[arg(long, value_name = "FILE")]
     pub lock: Vec<PathBuf>,

@@ -194,6 +194,73 @@ fn an_interrupted_reproduction_resumes_the_missing_runs_only() {
     assert_eq!(err.matches("zenplus-fig13 ").count(), 1, "{err}");
 }
 
+#[test]
+fn redo_contended_makes_the_contended_runs_again_and_keeps_the_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let out_s = out.to_str().unwrap();
+    // Tests run side by side: no run of ours is contended but the one marked below.
+    let calm = ["--max-other-load", "64"];
+    let first = ["reproduce", "zenplus-fig13", "--scale", "tiny", "--out", out_s, "--retries", "0"];
+    ok(&[&first[..], &calm[..]].concat());
+    let results_path = out.join("zenplus-fig13/results.json");
+    let mut results = read_json(&results_path);
+    let total = results["runs"].as_array().unwrap().len();
+    // Mark one run as made while the machine was busy.
+    let marked = &mut results["runs"].as_array_mut().unwrap()[0];
+    marked["contended"] = serde_json::Value::Bool(true);
+    marked["other_load_cores"] = serde_json::json!(0.9);
+    let (series, point) = (marked["series"].clone(), marked["point"].clone());
+    std::fs::write(&results_path, serde_json::to_string(&results).unwrap()).unwrap();
+    // Without the flag, --resume keeps it (it is flagged, not failed).
+    let (code, _, err) =
+        run(&["reproduce", "zenplus-fig13", "--scale", "tiny", "--out", out_s, "--resume"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err.matches("zenplus-fig13 ").count(), 0, "nothing made again: {err}");
+    let plan = ok(&[
+        "reproduce",
+        "zenplus-fig13",
+        "--scale",
+        "tiny",
+        "--out",
+        out_s,
+        "--resume",
+        "--redo-contended",
+        "--plan",
+    ]);
+    let row = plan.lines().find(|l| l.starts_with("zenplus-fig13")).unwrap();
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!((cols[3], cols[4]), ((total - 1).to_string().as_str(), "1"), "{plan}");
+    let (code, _, err) = run(&[
+        "reproduce",
+        "zenplus-fig13",
+        "--scale",
+        "tiny",
+        "--out",
+        out_s,
+        "--resume",
+        "--redo-contended",
+        "--retries",
+        "0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err.matches("zenplus-fig13 ").count(), 1, "exactly the contended run: {err}");
+    let again = read_json(&results_path);
+    let runs = again["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), total);
+    let redone = runs.iter().filter(|r| r["series"] == series && r["point"] == point).count();
+    assert!(redone >= 1);
+    assert!(
+        runs.iter().all(|r| r["other_load_cores"] != serde_json::json!(0.9)),
+        "the marked record was replaced"
+    );
+    // The flag only makes sense on a directory being resumed.
+    let (code, _, err) =
+        run(&["reproduce", "zenplus-fig13", "--scale", "tiny", "--out", out_s, "--redo-contended"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--resume"), "{err}");
+}
+
 /// A figures directory holding one (edited) copy of a real figure file.
 fn figure_dir(edit: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
     figure_dir_of("zenplus-fig12", edit)

@@ -155,8 +155,15 @@ pub fn reproduce(args: &ReproduceArgs) -> CliResult {
         let figures = figures_dir(args.figures.as_deref());
         // `figures/` beside `docs/`: the result directories of the source tree.
         let docs = figures.parent().unwrap_or(Path::new("")).join("docs").join("reproduction");
-        let text =
-            plan::render(&catalog, &chosen, &args.scale, args.seed, args.out.as_deref(), &[docs])?;
+        let text = plan::render(
+            &catalog,
+            &chosen,
+            &args.scale,
+            args.seed,
+            args.out.as_deref(),
+            args.redo_contended,
+            &[docs],
+        )?;
         print!("{text}");
         return Ok(());
     }
@@ -181,6 +188,7 @@ pub fn reproduce(args: &ReproduceArgs) -> CliResult {
         seed: args.seed,
         max_other_load: args.max_other_load,
         retries: args.retries,
+        redo_contended: args.redo_contended,
         locks: args.lock.clone(),
         run_timeout: Duration::from_secs(args.run_timeout),
     };
@@ -199,7 +207,7 @@ pub fn reproduce(args: &ReproduceArgs) -> CliResult {
         out.display()
     );
     // The runs finished in the directory resumed serve every figure that needs them.
-    let mut shared = run::Shared::default();
+    let mut shared = run::Shared::new(args.redo_contended);
     for id in &manifest.figures {
         let path = out.join(id).join("results.json");
         if path.exists() {

@@ -166,8 +166,9 @@ fn clock(s: f64) -> String {
     format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
-/// The finished runs of the result directory `out` (the keys `--resume` would not make again).
-fn finished(out: &Path, ids: &[String]) -> CliResult<HashSet<RunKey>> {
+/// The finished runs of the result directory `out` (the keys `--resume` would not make again;
+/// with `redo_contended`, not the contended ones).
+fn finished(out: &Path, ids: &[String], redo_contended: bool) -> CliResult<HashSet<RunKey>> {
     let mut keys = HashSet::new();
     for id in ids {
         let path = out.join(id).join("results.json");
@@ -179,7 +180,7 @@ fn finished(out: &Path, ids: &[String]) -> CliResult<HashSet<RunKey>> {
         keys.extend(
             r.runs
                 .iter()
-                .filter(|x| x.exit_code.is_some())
+                .filter(|x| x.exit_code.is_some() && !(redo_contended && x.contended))
                 .map(|x| RunKey { args: x.args.clone(), timeseries }),
         );
     }
@@ -190,7 +191,11 @@ fn finished(out: &Path, ids: &[String]) -> CliResult<HashSet<RunKey>> {
 /// (it is a result directory of `scale`). Refused as `zen reproduce` would
 /// refuse it: another scale, or a directory that is not empty and holds no
 /// `reproduce.json`.
-fn read_out(out: Option<&Path>, scale: &str) -> CliResult<(HashSet<RunKey>, Option<PathBuf>)> {
+fn read_out(
+    out: Option<&Path>,
+    scale: &str,
+    redo_contended: bool,
+) -> CliResult<(HashSet<RunKey>, Option<PathBuf>)> {
     let Some(out) = out else { return Ok((HashSet::new(), None)) };
     if out.join("reproduce.json").exists() {
         let m = super::read_manifest(out)?;
@@ -201,7 +206,7 @@ fn read_out(out: Option<&Path>, scale: &str) -> CliResult<(HashSet<RunKey>, Opti
                 m.scale
             )));
         }
-        return Ok((finished(out, &m.figures)?, Some(out.to_path_buf())));
+        return Ok((finished(out, &m.figures, redo_contended)?, Some(out.to_path_buf())));
     }
     if std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some()) {
         return Err(CliError::usage(format!(
@@ -289,9 +294,10 @@ pub fn render(
     scale: &str,
     seed: u64,
     out: Option<&Path>,
+    redo_contended: bool,
     calibration_dirs: &[PathBuf],
 ) -> CliResult<String> {
-    let (done, out_dir) = read_out(out, scale)?;
+    let (done, out_dir) = read_out(out, scale, redo_contended)?;
     let dirs: Vec<PathBuf> = out_dir.into_iter().chain(result_sets(calibration_dirs)).collect();
     let calibration = Calibration::load(&dirs, scale);
     let mut seen: HashSet<RunKey> = HashSet::new();

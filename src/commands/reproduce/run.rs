@@ -24,6 +24,8 @@ pub struct RunOptions {
     pub max_other_load: f64,
     /// Extra tries of a contended run.
     pub retries: u32,
+    /// Make the recorded contended runs again (`--redo-contended`).
+    pub redo_contended: bool,
     /// Files locked exclusively, in order, around every run.
     pub locks: Vec<PathBuf>,
     pub run_timeout: Duration,
@@ -96,9 +98,15 @@ struct Source {
 pub struct Shared {
     done: HashMap<RunKey, Source>,
     counted: HashSet<RunKey>,
+    /// Contended runs are not offered: they are made again.
+    redo_contended: bool,
 }
 
 impl Shared {
+    pub fn new(redo_contended: bool) -> Shared {
+        Shared { redo_contended, ..Shared::default() }
+    }
+
     /// Offer the finished runs of `results` (the figure `id`, in `dir`) for
     /// sharing; a key already offered keeps its first source.
     pub fn offer(&mut self, id: &str, dir: &Path, results: &Results) {
@@ -108,7 +116,8 @@ impl Shared {
         let offered = results
             .runs
             .iter()
-            .filter(|r| r.exit_code.is_some() && !(timeseries && r.shared_from.is_some()));
+            .filter(|r| r.exit_code.is_some() && !(timeseries && r.shared_from.is_some()))
+            .filter(|r| !(self.redo_contended && r.contended));
         for r in offered {
             let key = RunKey { args: r.args.clone(), timeseries };
             self.done.entry(key).or_insert_with(|| Source {
@@ -176,6 +185,7 @@ pub fn run_figure(
         planned.iter().any(|p| {
             p.series == r.series && p.point == r.point && p.rep == r.rep && p.args == r.args
         }) && r.exit_code.is_some()
+            && !(o.redo_contended && r.contended)
     });
     shared.offer(&figure.id, dir, &results);
     let mut todo: Vec<&Planned> = Vec::new();

@@ -217,7 +217,7 @@ fn redo_contended_makes_the_contended_runs_again_and_keeps_the_others() {
         run(&["reproduce", "zenplus-fig13", "--scale", "tiny", "--out", out_s, "--resume"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(err.matches("zenplus-fig13 ").count(), 0, "nothing made again: {err}");
-    let plan = ok(&[
+    let redo = [
         "reproduce",
         "zenplus-fig13",
         "--scale",
@@ -226,23 +226,12 @@ fn redo_contended_makes_the_contended_runs_again_and_keeps_the_others() {
         out_s,
         "--resume",
         "--redo-contended",
-        "--plan",
-    ]);
+    ];
+    let plan = ok(&[&redo[..], &["--plan"]].concat());
     let row = plan.lines().find(|l| l.starts_with("zenplus-fig13")).unwrap();
     let cols: Vec<&str> = row.split_whitespace().collect();
     assert_eq!((cols[3], cols[4]), ((total - 1).to_string().as_str(), "1"), "{plan}");
-    let (code, _, err) = run(&[
-        "reproduce",
-        "zenplus-fig13",
-        "--scale",
-        "tiny",
-        "--out",
-        out_s,
-        "--resume",
-        "--redo-contended",
-        "--retries",
-        "0",
-    ]);
+    let (code, _, err) = run(&[&redo[..], &["--retries", "0"], &calm[..]].concat());
     assert_eq!(code, 0, "{err}");
     assert_eq!(err.matches("zenplus-fig13 ").count(), 1, "exactly the contended run: {err}");
     let again = read_json(&results_path);

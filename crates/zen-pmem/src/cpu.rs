@@ -142,9 +142,9 @@ pub fn prefetch_lines<T>(words: &[T]) {
 pub fn prefetch<T: ?Sized>(value: &T) {
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: `prefetcht0` is an SSE instruction (baseline on x86-64); it
-        // reads no architectural state and cannot fault, and the address comes
-        // from a live reference.
+        // `prefetcht0` is an SSE instruction (baseline on x86-64).
+        // SAFETY: it reads no architectural state and cannot fault, and the
+        // address comes from a live reference.
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
                 (value as *const T).cast::<i8>(),

@@ -138,10 +138,10 @@ pub fn install(exit_code: i32) {
         let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
         action.sa_sigaction = handler as libc::sighandler_t;
         action.sa_flags = libc::SA_SIGINFO;
-        // SAFETY: `action.sa_mask` is a valid `sigset_t` to empty; the handler
-        // is an `extern "C"` function with the SA_SIGINFO signature that
-        // stays valid for the life of the process, and it only does
-        // async-signal-safe work (module docs, step 2).
+        // The handler is an `extern "C"` function with the SA_SIGINFO
+        // signature that stays valid for the life of the process.
+        // SAFETY: `action.sa_mask` is a valid `sigset_t` to empty, and the
+        // handler only does async-signal-safe work (module docs, step 2).
         unsafe {
             libc::sigemptyset(&mut action.sa_mask);
             libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
@@ -150,9 +150,9 @@ pub fn install(exit_code: i32) {
 }
 
 extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // `si_addr` is meaningful for the kernel-raised SIGBUS that `si_code > 0` selects.
     // SAFETY: with SA_SIGINFO the kernel passes a valid `siginfo_t` that
-    // lives for the duration of the handler; `si_addr` is meaningful for
-    // the kernel-raised SIGBUS that `si_code > 0` selects.
+    // lives for the duration of the handler.
     let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
     let mut message = Message::new();
     match (code > 0).then(|| find(addr)).flatten() {
@@ -185,9 +185,9 @@ extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut
                 message.push(b", outside every open pool\n");
                 message.write_stderr();
             }
-            // SAFETY: `sigaction` and `raise` are async-signal-safe; the
-            // default action set here ends the process once the handler
+            // The default action set here ends the process once the handler
             // returns and unblocks the signal raised again.
+            // SAFETY: `sigaction` and `raise` are async-signal-safe.
             unsafe {
                 let mut action: libc::sigaction = std::mem::zeroed();
                 action.sa_sigaction = libc::SIG_DFL;

@@ -118,10 +118,10 @@ fn map_members(files: &[File], members: &[MemberFile], total: u64, dax: bool) ->
         libc::MAP_SHARED | libc::MAP_FIXED
     };
     for (file, m) in files.iter().zip(members) {
-        // SAFETY: `m.offset + m.len` lies inside the reservation (offsets are
-        // the running sum of the rounded lengths that make up `total`), so
-        // MAP_FIXED replaces only our own PROT_NONE pages, never another
-        // mapping; the file is open and locked for the life of the backend.
+        // Offsets are the running sum of the rounded lengths that make up
+        // `total`, and the file is open and locked for the life of the backend.
+        // SAFETY: `m.offset + m.len` lies inside the reservation, so MAP_FIXED
+        // replaces only our own PROT_NONE pages, never another mapping.
         let ptr = unsafe {
             libc::mmap(
                 base.cast::<u8>().add(m.offset as usize).cast(),

@@ -207,13 +207,13 @@ pub fn reproduce(args: &ReproduceArgs) -> CliResult {
         out.display()
     );
     // The runs finished in the directory resumed serve every figure that needs them.
-    let mut shared = run::Shared::new(args.redo_contended);
+    let mut shared = run::Shared::default();
     for id in &manifest.figures {
         let path = out.join(id).join("results.json");
         if path.exists() {
             let r = Results::read(&path)?;
             if r.scale == args.scale {
-                shared.offer(id, &out.join(id), &r);
+                shared.offer(id, &out.join(id), &r, args.redo_contended);
             }
         }
     }

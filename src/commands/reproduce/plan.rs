@@ -180,7 +180,7 @@ fn finished(out: &Path, ids: &[String], redo_contended: bool) -> CliResult<HashS
         keys.extend(
             r.runs
                 .iter()
-                .filter(|x| x.exit_code.is_some() && !(redo_contended && x.contended))
+                .filter(|x| x.kept_on_resume(redo_contended))
                 .map(|x| RunKey { args: x.args.clone(), timeseries }),
         );
     }

@@ -80,6 +80,12 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// Does `--resume` keep this run (not make it again)? A finished run is
+    /// kept, a contended one only without `--redo-contended`.
+    pub fn kept_on_resume(&self, redo_contended: bool) -> bool {
+        self.exit_code.is_some() && !(redo_contended && self.contended)
+    }
+
     pub fn ok(&self) -> bool {
         self.exit_code == Some(0) && self.metric.is_some()
     }

@@ -98,26 +98,20 @@ struct Source {
 pub struct Shared {
     done: HashMap<RunKey, Source>,
     counted: HashSet<RunKey>,
-    /// Contended runs are not offered: they are made again.
-    redo_contended: bool,
 }
 
 impl Shared {
-    pub fn new(redo_contended: bool) -> Shared {
-        Shared { redo_contended, ..Shared::default() }
-    }
-
-    /// Offer the finished runs of `results` (the figure `id`, in `dir`) for
-    /// sharing; a key already offered keeps its first source.
-    pub fn offer(&mut self, id: &str, dir: &Path, results: &Results) {
+    /// Offer the runs of `results` (the figure `id`, in `dir`) that a resume
+    /// keeps for sharing; a key already offered keeps its first source.
+    pub fn offer(&mut self, id: &str, dir: &Path, results: &Results, redo_contended: bool) {
         let timeseries = results.figure.chart == Chart::Timeseries;
         // A shared time-series run's files stay with its source figure:
         // only the source offers it.
         let offered = results
             .runs
             .iter()
-            .filter(|r| r.exit_code.is_some() && !(timeseries && r.shared_from.is_some()))
-            .filter(|r| !(self.redo_contended && r.contended));
+            .filter(|r| r.kept_on_resume(redo_contended))
+            .filter(|r| !(timeseries && r.shared_from.is_some()));
         for r in offered {
             let key = RunKey { args: r.args.clone(), timeseries };
             self.done.entry(key).or_insert_with(|| Source {
@@ -184,10 +178,9 @@ pub fn run_figure(
     results.runs.retain(|r| {
         planned.iter().any(|p| {
             p.series == r.series && p.point == r.point && p.rep == r.rep && p.args == r.args
-        }) && r.exit_code.is_some()
-            && !(o.redo_contended && r.contended)
+        }) && r.kept_on_resume(o.redo_contended)
     });
-    shared.offer(&figure.id, dir, &results);
+    shared.offer(&figure.id, dir, &results, o.redo_contended);
     let mut todo: Vec<&Planned> = Vec::new();
     for p in &planned {
         let kept = results

@@ -34,9 +34,9 @@
 //!      copy flag and a record, so a hint never retires an entry twice.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::sched::Mutex;
 

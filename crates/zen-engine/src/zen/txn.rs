@@ -207,10 +207,9 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
     /// `Arc` per write per phase: an atomic read-modify-write on the table's
     /// reference count, a line every worker writing the table shares.
     fn written_table(&self, table: u32) -> &'e Table {
-        let shared: &'e Shared<B> = self.s;
-        // Every write went through `table()`, which found it there; published
+        // Every write went through `table()`, which found it; published
         // tables are never removed (`registry.rs`).
-        shared.registry.get(table as usize).expect("a written table is in the registry")
+        self.table(TableId(table)).expect("a written table is in the registry")
     }
 
     /// Begin a transaction; a declared read-only one runs on a snapshot when

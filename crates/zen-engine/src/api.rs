@@ -388,6 +388,10 @@ pub struct EngineStatus {
     pub free_pages: u64,
     pub page_count: u64,
     pub gc_reclaimed_slots: u64,
+    /// Zen: superseded slots kept as their record's spare instead of being
+    /// zeroed and freed (S7 of `zen/space.rs`), each rewritten by the
+    /// record's next update; they count in `gc_reclaimed_slots` too.
+    pub gc_spared_slots: u64,
     /// Met-Cache entries holding a record now.
     pub cache_entries_used: u64,
     /// Entries the DRAM budget allows in use (for Zen: every table's share

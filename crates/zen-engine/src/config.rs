@@ -221,6 +221,10 @@ pub enum Fault {
     /// LP line before its own fence, so a crash can keep the reader and drop
     /// the writer (the hole of issue 15, re-injectable).
     LazyDependencyUnflushed,
+    /// A delete leaves its record's spare slot (S7) where it is, un-zeroed
+    /// and not waited for, and the record free to get spares again: the
+    /// tombstone can go while an older version of the key remains.
+    SpareKeptOnDelete,
 }
 
 impl Fault {
@@ -230,7 +234,7 @@ impl Fault {
         EngineKind::Zen
     }
 
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 10] = [
         Fault::NoFenceBeforeLp,
         Fault::AckBeforeLpFence,
         Fault::TornLpWord,
@@ -240,6 +244,7 @@ impl Fault {
         Fault::RecoveryTombstonesFirst,
         Fault::NoCommitFloor,
         Fault::LazyDependencyUnflushed,
+        Fault::SpareKeptOnDelete,
     ];
 }
 

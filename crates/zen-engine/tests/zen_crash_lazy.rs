@@ -354,8 +354,11 @@ fn a_read_only_transaction_is_durable_only_with_the_writers_it_read() {
 /// fences. A power failure now must keep T0: receipt 8 (superseded by
 /// nobody) is present. Before the fix `x` trusted the DRAM floor, the LP
 /// zero was durable while the floor store was not, and recovery dropped T0.
-/// Single-threaded, so the schedule is fixed; every protocol.
-fn floor_raised_by_another_holder<P: Protocol>() -> Result<(), String> {
+/// Single-threaded, so the schedule is fixed; every protocol. With `spares`
+/// on (S7 of `zen/space.rs`), `x` keeps T0's LP slot as account 0's spare
+/// instead of zeroing it, and `a`, its owner, rewrites it with its next
+/// update of account 0: the same floor must be durable before that.
+fn floor_raised_by_another_holder<P: Protocol>(spares: bool) -> Result<(), String> {
     let sim = SimBackend::new(POOL_BYTES, PersistenceDomain::Adr);
     let pool = Pool::format(sim, &PoolOptions { page_size: 64 << 10, features: 0 }).unwrap();
     let config = EngineConfig { max_workers: 4, ..lazy_config::<P>(None) };
@@ -364,6 +367,7 @@ fn floor_raised_by_another_holder<P: Protocol>() -> Result<(), String> {
     let accounts = e.create_table(&accounts()).unwrap();
     let receipts = e.create_table(&receipts_table()).unwrap();
     let (mut a, mut x, mut y) = (e.worker().unwrap(), e.worker().unwrap(), e.worker().unwrap());
+    engine.shared().spares_off.store(!spares, std::sync::atomic::Ordering::Relaxed);
     let immediate = TxnOptions { durability: Some(Durability::Immediate), ..Default::default() };
     a.run(&immediate, |tx| tx.insert(accounts, 0, &row(INITIAL))).unwrap();
     a.run(&TxnOptions::default(), |tx| {
@@ -379,22 +383,33 @@ fn floor_raised_by_another_holder<P: Protocol>() -> Result<(), String> {
     for _ in 0..3 {
         x.sync().unwrap();
     }
-    let image = engine.shared().pool.backend().durable_image();
-    let reclaimed = |e: &dyn Engine| e.status().gc_reclaimed_slots;
-    let before = reclaimed(e);
-    // `a` takes back the slots `x` reclaimed for it: T0's LP slot was zeroed.
-    a.sync().unwrap();
-    let freed_by_x = reclaimed(e) - before;
+    let mut account0 = 2;
+    let image = if spares {
+        if e.status().gc_spared_slots == 0 {
+            return Err(format!("{}: x kept no spare, so this checks nothing", P::KIND.name()));
+        }
+        // `a` rewrites T0's LP slot, now account 0's spare in its region.
+        a.run(&immediate, |tx| tx.update(accounts, 0, &row(3))).unwrap();
+        account0 = 3;
+        engine.shared().pool.backend().durable_image()
+    } else {
+        let image = engine.shared().pool.backend().durable_image();
+        let reclaimed = |e: &dyn Engine| e.status().gc_reclaimed_slots;
+        let before = reclaimed(e);
+        // `a` takes back the slots `x` reclaimed for it: T0's LP slot was zeroed.
+        a.sync().unwrap();
+        if reclaimed(e) == before {
+            return Err(format!("{}: x reclaimed nothing, so this checks nothing", P::KIND.name()));
+        }
+        image
+    };
     drop((a, x, y));
     engine.into_pool().unwrap().abandon();
-    if freed_by_x == 0 {
-        return Err(format!("{}: x reclaimed nothing, so this checks nothing", P::KIND.name()));
-    }
     let backend = SimBackend::from_image(image, PersistenceDomain::Adr);
     let recovered = recover_with::<P>(backend, &lazy_config::<P>(None))?;
     let state = read_state(&recovered);
     recovered.into_pool().unwrap().abandon();
-    let want = [((0, 0), 2), ((1, 7), 70), ((1, 8), 8)];
+    let want = [((0, 0), account0), ((1, 7), 70), ((1, 8), 8)];
     for (key, v) in want {
         if state.get(&key) != Some(&v) {
             return Err(format!(
@@ -409,18 +424,20 @@ fn floor_raised_by_another_holder<P: Protocol>() -> Result<(), String> {
 
 #[test]
 fn a_floor_raised_by_one_holder_is_durable_before_another_zeroes_the_lp_it_covers() {
-    let results = [
-        floor_raised_by_another_holder::<NoWait>(),
-        floor_raised_by_another_holder::<WaitDie>(),
-        floor_raised_by_another_holder::<DlDetect>(),
-        floor_raised_by_another_holder::<Occ>(),
-        floor_raised_by_another_holder::<Silo>(),
-        floor_raised_by_another_holder::<TicToc>(),
-        floor_raised_by_another_holder::<Mvcc>(),
-        floor_raised_by_another_holder::<Hekaton>(),
-        floor_raised_by_another_holder::<Cicada>(),
-        floor_raised_by_another_holder::<HStore>(),
-    ];
-    let failures: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+    let results = [false, true].map(|spares| {
+        [
+            floor_raised_by_another_holder::<NoWait>(spares),
+            floor_raised_by_another_holder::<WaitDie>(spares),
+            floor_raised_by_another_holder::<DlDetect>(spares),
+            floor_raised_by_another_holder::<Occ>(spares),
+            floor_raised_by_another_holder::<Silo>(spares),
+            floor_raised_by_another_holder::<TicToc>(spares),
+            floor_raised_by_another_holder::<Mvcc>(spares),
+            floor_raised_by_another_holder::<Hekaton>(spares),
+            floor_raised_by_another_holder::<Cicada>(spares),
+            floor_raised_by_another_holder::<HStore>(spares),
+        ]
+    });
+    let failures: Vec<String> = results.into_iter().flatten().filter_map(Result::err).collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

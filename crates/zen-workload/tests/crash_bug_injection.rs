@@ -103,6 +103,16 @@ fn zen_case(fault: Fault) -> Case {
             steps.extend((0..12).map(|i| vec![(0, 5, Some(i), false)]));
             zen(Script::one("resurrection", steps), Check::StateMismatch, None)
         }
+        Fault::SpareKeptOnDelete => {
+            // Key 3's updates leave one of its older slots as its spare
+            // (S7); the delete keeps it there, un-zeroed and not waited for,
+            // so once the tombstone is zeroed an older version of key 3 is
+            // all that is left: it resurrects.
+            let mut steps: Vec<Step> = (0..4).map(|i| vec![(0, 3, Some(i), false)]).collect();
+            steps.push(vec![(0, 3, None, false)]);
+            steps.extend((0..12).map(|i| vec![(0, 5, Some(i), false)]));
+            zen(Script::one("spare", steps), Check::StateMismatch, None)
+        }
         Fault::NoCommitFloor => {
             // Worker 0 commits a row of each table before recording (the LP
             // goes to table 0, first in persist order); worker 1 then

@@ -93,8 +93,15 @@ pub struct Shared<B: PmemBackend> {
     pub recovery: Option<RecoveryReport>,
     /// Met-Cache byte budget of each worker.
     pub cache_budget_bytes: u64,
-    /// Slots reclaimed, per worker that freed them (summed by `status`).
+    /// Slots reclaimed (freed, or kept as their record's spare: S7 of
+    /// `space.rs`), per worker that reclaimed them (summed by `status`).
     pub gc_reclaimed: Box<[CachePadded<AtomicU64>]>,
+    /// Superseded slots kept as their record's spare (S7 of `space.rs`), per
+    /// worker that kept them.
+    pub gc_spared: Box<[CachePadded<AtomicU64>]>,
+    /// Set for good when a page allocation finds the pool full: from then on
+    /// no slot becomes a spare (S7), so spares give their space back.
+    pub spares_off: std::sync::atomic::AtomicBool,
     /// Transactions attempted per worker (for f_i of the cache plan).
     pub txns: Box<[CachePadded<AtomicU64>]>,
     /// 2PL: begin timestamp of each worker's running transaction (wait-die).
@@ -242,6 +249,8 @@ impl<B: PmemBackend> Shared<B> {
             recovery,
             cache_budget_bytes: budget.max(4 << 10),
             gc_reclaimed: per_worker(0),
+            gc_spared: per_worker(0),
+            spares_off: Default::default(),
             txns: per_worker(0),
             lock_priority: per_worker(u64::MAX),
             waits_for: Mutex::new(vec![0; regions]),
@@ -432,7 +441,15 @@ impl<B: PmemBackend> Shared<B> {
     pub(crate) fn allocate_heap_page(&self, worker: usize, table: &Table) -> Result<(u64, u64)> {
         let thread = Self::thread_of(worker);
         let owner = PageOwner { table: table.id.0, worker: worker as u16 };
-        let page = self.pool.allocate_page_on(thread, owner, self.home_member(worker))?;
+        let page = self
+            .pool
+            .allocate_page_on(thread, owner, self.home_member(worker))
+            .inspect_err(|e| {
+                // A full pool: spares (S7) give their space back from now on.
+                if matches!(e, zen_pmem::PmemError::NoFreePage { .. }) {
+                    self.spares_off.store(true, Ordering::Relaxed);
+                }
+            })?;
         self.page_worker[page as usize].store(worker as u32, Ordering::Release);
         let offset = self.pool.page_offset(page);
         let p = self.pool.persister(thread);
@@ -531,6 +548,7 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
             free_pages: s.pool.free_page_count(),
             page_count: s.pool.page_count(),
             gc_reclaimed_slots: s.gc_reclaimed.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
+            gc_spared_slots: s.gc_spared.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
             adaptive: self.adaptive_stats(),
             ..Default::default()
         };

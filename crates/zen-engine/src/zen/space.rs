@@ -3,7 +3,8 @@
 //! garbage pipelines.
 //!
 //! The only persistent work is page allocation (done by the pool) and the
-//! zeroing of reclaimed slots. A slot's life:
+//! zeroing of reclaimed slots, which a slot kept as its record's spare (S7)
+//! skips. A slot's life:
 //!
 //! ```text
 //!  free ──allocate──▶ written by a commit ──superseded──▶ staged (the superseding worker's, DRAM only)
@@ -13,6 +14,9 @@
 //!   │ own slot                        │                     │ newer version durable and older
 //!   │                                 │                     │ than the global minimum Tx-CTS (S2, S3)
 //!  zero_pending ◀──word 1 := 0, flush── to_zero ◀── (LP slot: raise the owner's commit floor, flush; S4)
+//!                                          │
+//!                                          └── superseded by an update and the record has no spare (S7):
+//!                                              the record's spare, rewritten whole by its owner's next update of it
 //! ```
 //!
 //! WHO DOES WHAT. The worker whose commit superseded a slot (the *holder*)
@@ -28,7 +32,8 @@
 //! Zen+ exclusive stage (`adaptive.rs`, `reclaim_all`) takes another worker's,
 //! while that worker is idle.
 //!
-//! (S1) A slot is reused only after its word 1 was zeroed *durably* (hazard 1).
+//! (S1) A slot is reused only after its word 1 was zeroed *durably* (hazard 1),
+//!      except by an update of the record whose spare it is (S7).
 //! (S2) A slot is zeroed only when the version that superseded it is durable
 //!      and no running transaction can read it (hazard 4): `cts <= durable[w]`
 //!      and `cts < global minimum Tx-CTS`.
@@ -57,6 +62,33 @@
 //!      `zero_pending`, `to_zero`, `garbage` are ever newer in that order.
 //!      A tombstone that passed S2 waits for S3 in `tombstones`, out of the
 //!      way: the older versions it waits for may be behind it (same Tx-CTS).
+//! (S7) Spares. An item superseded by an update or insert (`spare_of`), at
+//!      the step where it would be zeroed (S2 holds, S4's floor is durable),
+//!      becomes its record's *spare* if the record's spare word
+//!      (`table::Records::spare`) is 0: one compare-and-swap, no NVM store.
+//!      The slot keeps its version, and stays live in its owner's region. The
+//!      owner's next update of that record (under its lock) takes the spare
+//!      instead of a free slot and writes it whole (`persist.rs`). Without
+//!      S1's zero, a crash in that write can leave word 0 (the same key: a
+//!      spare only ever holds versions of its record, and updates never set
+//!      the deleted bit) with the spare's old word 1, or the old header with
+//!      new row bytes: a version of the key *older* than the version that
+//!      superseded the spare. That one was durable (S2) and stays until a
+//!      newer version of the key is durable: the newest durable version of a
+//!      key is reclaimed only when a newer one is durable (S2), except a
+//!      tombstone, which waits (S3) for the spare, because a delete swaps
+//!      the spare word to `SPARE_DEAD` before it unlocks and retires the old
+//!      spare as a non-tombstone item with the tombstone's Tx-CTS. So
+//!      recovery always finds a newer durable version of the key beside the
+//!      spare, takes it and zeroes the spare as superseded (hazard 1 does not
+//!      arise; hazard 2 is S3's). A `SPARE_DEAD` record never gets a spare
+//!      again: items of its key's older incarnations may still be pending.
+//!      At most one spare per record, and only for a version that lived
+//!      fewer than `SPARE_WINDOW` commits (a hot key, `maintain.rs`): the
+//!      heap holds at most one extra slot per hot record. A pool that runs
+//!      out of pages stops new spares for good (`Shared::spares_off`), and
+//!      each worker that finds it full zeroes and frees its own spares once
+//!      (`sweep_own_spares`) before it gives up with `OutOfSpace`.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -77,18 +109,37 @@ pub struct Garbage {
     pub version_cts: u64,
     /// The slot is a tombstone: reclaimed only under S3.
     pub tombstone: bool,
+    /// Record id whose spare the slot may become (S7): set when the version
+    /// was superseded by an update or insert, never by a delete.
+    pub spare_of: Option<u64>,
 }
 
 impl Garbage {
     /// Slot `slot` of `table`, holding a version of Tx-CTS `version_cts`,
-    /// superseded by this worker's commit `cts`.
-    pub fn superseded(table: u32, slot: u64, version_cts: u64, cts: u64) -> Garbage {
-        Garbage { table, slot, cts, version_cts, tombstone: false }
+    /// superseded by this worker's commit `cts`; `spare_of` names the record
+    /// when that commit did not delete it (S7).
+    pub fn superseded(
+        table: u32,
+        slot: u64,
+        version_cts: u64,
+        cts: u64,
+        spare_of: Option<u64>,
+    ) -> Garbage {
+        Garbage { table, slot, cts, version_cts, tombstone: false, spare_of }
     }
 
     /// The tombstone this worker's commit `cts` wrote to `slot`.
     pub fn tombstone(table: u32, slot: u64, cts: u64) -> Garbage {
-        Garbage { table, slot, cts, version_cts: cts, tombstone: true }
+        Garbage { table, slot, cts, version_cts: cts, tombstone: true, spare_of: None }
+    }
+
+    /// The spare a delete of Tx-CTS `cts` took from its record (S7): an
+    /// older version, pending like the one the delete superseded, so the
+    /// tombstone waits for it (S3). Its owner's floor already covers it: it
+    /// became a spare only after S4's floor was durable, and floors never
+    /// go down, so `version_cts` 0 asks `cover_with_floor` for nothing.
+    pub fn former_spare(table: u32, slot: u64, cts: u64) -> Garbage {
+        Garbage { table, slot, cts, version_cts: 0, tombstone: false, spare_of: None }
     }
 }
 
@@ -280,7 +331,14 @@ mod tests {
 
     #[test]
     fn pending_low_is_the_oldest_non_tombstone_item_in_pipeline_order() {
-        let item = |cts, tombstone| Garbage { table: 0, slot: 64, cts, version_cts: 1, tombstone };
+        let item = |cts, tombstone| Garbage {
+            table: 0,
+            slot: 64,
+            cts,
+            version_cts: 1,
+            tombstone,
+            spare_of: None,
+        };
         let mut gc = WorkerGc::default();
         assert!(gc.is_idle());
         assert_eq!(gc.pending_low(), u64::MAX);

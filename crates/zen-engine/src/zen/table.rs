@@ -29,9 +29,12 @@ const SCAN_BUCKETS: usize = 256;
 const SCAN_BUCKET_SHIFT: u32 = 12;
 const RECORD_CHUNKS: usize = 1 << 16;
 
-/// The location words of a table's records, addressed by record id.
+/// The location words of a table's records, addressed by record id, each
+/// beside its spare word (`space.rs`, S7: the record's superseded slot kept
+/// for its next update), so an update finds its spare in the line it loaded
+/// the location from.
 pub struct Records {
-    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    chunks: Box<[OnceLock<Box<[RecordWords]>>]>,
     /// Record ids, in per-thread blocks (`index/rids.rs`): an insert takes
     /// its id without a shared write.
     ids: RecordIds,
@@ -51,10 +54,32 @@ impl Records {
     }
 
     #[inline]
-    pub fn loc(&self, id: u64) -> &AtomicU64 {
+    fn words(&self, id: u64) -> &RecordWords {
         let chunk = self.chunks[id as usize / RECORD_CHUNK]
-            .get_or_init(|| (0..RECORD_CHUNK).map(|_| AtomicU64::new(0)).collect());
+            .get_or_init(|| (0..RECORD_CHUNK).map(|_| RecordWords::default()).collect());
         &chunk[id as usize % RECORD_CHUNK]
+    }
+
+    /// The record's location word (`cache::LOC_*`).
+    #[inline]
+    pub fn loc(&self, id: u64) -> &AtomicU64 {
+        &self.words(id).loc
+    }
+
+    /// The record's spare word: 0 (none), [`SPARE_DEAD`] (the key was
+    /// deleted once: never a spare again), or the offset of a heap slot that
+    /// holds one of the record's superseded, durably superseded versions
+    /// (S7 of `space.rs`).
+    #[inline]
+    pub fn spare(&self, id: u64) -> &AtomicU64 {
+        &self.words(id).spare
+    }
+
+    /// The spare word of `id` if its chunk exists (no allocation: for walks
+    /// over every record id, most of whose chunks may never have been used).
+    pub fn spare_if_present(&self, id: u64) -> Option<&AtomicU64> {
+        let chunk = self.chunks.get(id as usize / RECORD_CHUNK)?.get()?;
+        Some(&chunk[id as usize % RECORD_CHUNK].spare)
     }
 
     /// Record ids reserved so far: every record id is below it.
@@ -62,6 +87,17 @@ impl Records {
         self.ids.reserved()
     }
 }
+
+/// A record's words: location and spare, in one 16-byte half-line.
+#[derive(Default)]
+#[repr(C, align(16))]
+struct RecordWords {
+    loc: AtomicU64,
+    spare: AtomicU64,
+}
+
+/// The spare word of a record whose key was deleted (S7 of `space.rs`).
+pub const SPARE_DEAD: u64 = u64::MAX;
 
 pub struct Table {
     pub id: TableId,

@@ -49,12 +49,16 @@ struct WriteItem {
     key: u64,
     rid: u64,
     kind: WriteKind,
+    /// Where the row starts in `write_data`; the slot header's 16 bytes
+    /// are reserved just before it.
     data_at: usize,
     /// (location, TID before locking) once the record is locked.
     locked: Option<(u64, u64)>,
     slot: u64,
     /// Multi-version protocols: the entry reserved for the new version.
     new_entry: Option<u32>,
+    /// `slot` is the record's spare (S7 of `space.rs`, P6 of `persist.rs`).
+    spare: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -131,6 +135,9 @@ pub struct ZenWorker<'e, B: PmemBackend, P: Protocol> {
     staged: Vec<crate::zen::space::Garbage>,
     /// The worker's garbage pipeline was empty after its last maintenance.
     gc_idle: bool,
+    /// This worker has given back its spares once, after the pool ran out
+    /// of pages (S7, `sweep_own_spares`).
+    spares_swept: bool,
     /// Commit floors (worker, value) this worker flushed since its last
     /// fence; durable at the next one (S4, `maintain.rs`).
     floors_flushed: Vec<(usize, u64)>,
@@ -183,6 +190,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             alpha_limit: u64::MAX,
             staged: Vec::new(),
             gc_idle: false,
+            spares_swept: false,
             floors_flushed: Vec::new(),
             unlinks: std::collections::VecDeque::new(),
             protocol: std::marker::PhantomData,
@@ -656,7 +664,10 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
     }
 
     fn push_write(&mut self, t: &Table, key: u64, rid: u64, kind: WriteKind, row: Option<&[u8]>) {
-        let data_at = self.write_data.len();
+        // Room for the slot header before the row, so that commit streams
+        // header and row to the slot from one buffer (`persist.rs`).
+        let data_at = self.write_data.len() + heap::SLOT_HEADER_BYTES as usize;
+        self.write_data.resize(data_at, 0);
         match row {
             Some(r) => self.write_data.extend_from_slice(r),
             None => self.write_data.resize(data_at + t.row_bytes, 0),
@@ -671,6 +682,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             locked: None,
             slot: 0,
             new_entry: None,
+            spare: false,
         });
     }
 

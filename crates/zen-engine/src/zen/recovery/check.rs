@@ -11,12 +11,22 @@ use crate::error::{Error, Result};
 use crate::heap::SlotHeader;
 use crate::zen::Shared;
 use crate::zen::cache::{LOC_EMPTY, loc_entry};
+use crate::zen::table::SPARE_DEAD;
 
 /// Structural invariants, for a quiescent engine (no running transactions):
 /// (R1) every index entry's location holds a version of that key;
-/// (R2) no two records share a slot; (R3) free slots are disjoint from live ones.
+/// (R2) no two records share a slot; (R3) free slots are disjoint from live ones;
+/// (R4) a record's spare (S7 of `space.rs`) holds an older version of the
+/// record's own key than its current slot, and is neither free nor another
+/// record's slot or spare.
 pub fn check_invariants<B: PmemBackend>(shared: &Shared<B>) -> Result<()> {
     let mut live = std::collections::HashSet::new();
+    let header = |slot: u64| {
+        SlotHeader::decode(
+            shared.pool.backend().load_u64(slot),
+            shared.pool.backend().load_u64(slot + 8),
+        )
+    };
     for t in shared.tables().iter() {
         for (key, rid) in t.index.iter() {
             let loc = t.records.loc(rid).load(Ordering::Acquire);
@@ -41,23 +51,36 @@ pub fn check_invariants<B: PmemBackend>(shared: &Shared<B>) -> Result<()> {
                 }
                 None => loc,
             };
-            let h = SlotHeader::decode(
-                shared.pool.backend().load_u64(slot),
-                shared.pool.backend().load_u64(slot + 8),
-            );
-            match h {
-                Some(h) if h.key == key && !h.deleted => {}
+            let current = match header(slot) {
+                Some(h) if h.key == key && !h.deleted => h.cts,
                 other => {
                     return Err(Error::Corrupt(format!(
                         "table {}: key {key}: slot {slot} holds {other:?}",
                         t.schema.name
                     )));
                 }
-            }
+            };
             if !live.insert(slot) {
                 return Err(Error::Corrupt(format!(
                     "slot {slot} is reachable from two index entries"
                 )));
+            }
+            let spare = t.records.spare(rid).load(Ordering::Acquire);
+            if spare == 0 || spare == SPARE_DEAD {
+                continue;
+            }
+            match header(spare) {
+                Some(h) if h.key == key && !h.deleted && h.cts < current => {}
+                other => {
+                    return Err(Error::Corrupt(format!(
+                        "table {}: key {key}: spare slot {spare} holds {other:?}, not a version \
+                         of the key older than {current}",
+                        t.schema.name
+                    )));
+                }
+            }
+            if !live.insert(spare) {
+                return Err(Error::Corrupt(format!("spare slot {spare} is also in use elsewhere")));
             }
         }
         for h in t.heaps.iter() {

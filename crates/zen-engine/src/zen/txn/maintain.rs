@@ -19,6 +19,9 @@
 //!      (`floors_durable`): a floor another holder stored is durable only at
 //!      that holder's next fence, which may come later (issue 14).
 //! (S6) Items are taken from the front of `garbage` only.
+//! (S7) An item becomes its record's spare, instead of being zeroed, only
+//!      where its zero store would have been issued: after the fence that
+//!      made its floor durable.
 
 use std::sync::atomic::Ordering;
 
@@ -30,6 +33,7 @@ use crate::config::Fault;
 use crate::zen::Shared;
 use crate::zen::cache::loc_entry;
 use crate::zen::space::{Garbage, WorkerGc};
+use crate::zen::table::SPARE_DEAD;
 
 impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// Queue a slot superseded (or, for a tombstone, written) by this
@@ -84,6 +88,10 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         let p = shared.pool.persister(self.thread);
         let mut to_zero = std::mem::take(&mut gc.to_zero);
         for g in to_zero.drain(..) {
+            // S7: a record without a spare keeps the slot instead.
+            if self.keep_as_spare(&g) {
+                continue;
+            }
             p.write_u64_atomic(g.slot + 8, 0);
             p.flush(g.slot + 8, 8);
             zeroed.push(g);
@@ -97,6 +105,61 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         }
         shared.gc_low[self.id].store(gc.pending_low(), Ordering::SeqCst);
         self.gc_idle = gc.is_idle();
+    }
+
+    /// S7, once per worker, when the pool has no free page (new spares are
+    /// off by then, `Shared::spares_off`): zero and free every spare in this
+    /// worker's region, except those this transaction is about to write.
+    /// Only the owner takes its spares (P6), so the compare-and-swap races
+    /// only with deletes, which swap the word themselves; `gc_low` is 0
+    /// from before the first swap until the zeroes are durable, so a
+    /// tombstone of a key whose spare is taken here waits for it (S3), as
+    /// it would for the spare a delete retires. The spares became spares
+    /// after their floors were durable (S4). Returns the slots freed.
+    pub(super) fn sweep_own_spares(&mut self) -> usize {
+        if self.spares_swept {
+            return 0;
+        }
+        self.spares_swept = true;
+        let shared = self.s;
+        shared.gc_low[self.id].store(0, Ordering::SeqCst);
+        let mut swept = Vec::new();
+        for t in shared.tables().iter() {
+            for rid in 0..t.records.count() {
+                let Some(word) = t.records.spare_if_present(rid) else { continue };
+                let spare = word.load(Ordering::Acquire);
+                if spare == 0
+                    || spare == SPARE_DEAD
+                    || shared.slot_owner(spare) != self.id
+                    || self.writes.iter().any(|w| w.spare && w.slot == spare)
+                {
+                    continue;
+                }
+                if word.compare_exchange(spare, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                    swept.push((t.id.0, spare));
+                }
+            }
+        }
+        let p = shared.pool.persister(self.thread);
+        for &(_, slot) in &swept {
+            p.write_u64_atomic(slot + 8, 0);
+            p.flush(slot + 8, 8);
+        }
+        if !swept.is_empty() {
+            // Like a page allocation's fences: durable, nothing acknowledged.
+            p.fence();
+        }
+        for &(table, slot) in &swept {
+            self.free_own_slot(table, slot);
+        }
+        // Counted as reclaimed once already, when they became spares.
+        let reclaimed = &shared.gc_reclaimed[self.id];
+        reclaimed.store(reclaimed.load(Ordering::Relaxed) - swept.len() as u64, Ordering::Relaxed);
+        let staged_low =
+            self.staged.iter().filter(|g| !g.tombstone).map(|g| g.cts).min().unwrap_or(u64::MAX);
+        let low = shared.gc[self.id].lock().pending_low().min(staged_low);
+        shared.gc_low[self.id].store(low, Ordering::SeqCst);
+        swept.len()
     }
 
     /// Multi-version protocols keep a deleted key in the ordered index while
@@ -172,11 +235,53 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             gc.to_zero.push(g);
         }
         // The zero stores come at the next fence, to lines long evicted:
-        // start their loads now so the stores do not wait a miss each.
+        // start their loads now so the stores do not wait a miss each (not
+        // for a slot that will likely be kept as a spare, S7: no store).
         let p = self.s.pool.persister(self.thread);
         for g in &gc.to_zero {
-            p.prefetch(g.slot + 8, 8);
+            if !self.may_keep_as_spare(g) {
+                p.prefetch(g.slot + 8, 8);
+            }
         }
+    }
+
+    /// Whether `g` would become its record's spare if that were decided now
+    /// (a hint: the record may get another spare first).
+    fn may_keep_as_spare(&self, g: &Garbage) -> bool {
+        g.spare_of.is_some_and(|rid| {
+            spare_worthy(g)
+                && !self.s.spares_off.load(Ordering::Relaxed)
+                && self
+                    .s
+                    .registry
+                    .get(g.table as usize)
+                    .is_some_and(|t| t.records.spare(rid).load(Ordering::Relaxed) == 0)
+        })
+    }
+
+    /// S7: make `g`'s slot its record's spare, if the item may become one
+    /// and the record has none. Called only after the fence that made the
+    /// floor covering `g` durable (S4): the record's next update may
+    /// overwrite the slot's header at once. The slot stays live in its
+    /// owner's region.
+    fn keep_as_spare(&self, g: &Garbage) -> bool {
+        let Some(rid) = g.spare_of else { return false };
+        if !spare_worthy(g) || self.s.spares_off.load(Ordering::Relaxed) {
+            return false;
+        }
+        let Some(t) = self.s.registry.get(g.table as usize) else { return false };
+        let kept = t
+            .records
+            .spare(rid)
+            .compare_exchange(0, g.slot, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok();
+        if kept {
+            // Reclaimed (for its record's next version), and counted apart.
+            for counter in [&self.s.gc_spared[self.id], &self.s.gc_reclaimed[self.id]] {
+                counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            }
+        }
+        kept
     }
 
     /// May a tombstone of Tx-CTS `cts` be zeroed (S3)? Not while any
@@ -228,6 +333,20 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             self.free_own_slot(table as u32, slot);
         }
     }
+}
+
+/// Commits (of the shared clock) a version may have lived for its slot to
+/// become a spare (S7): a key updated again that soon is likely updated
+/// again soon, so its spare is soon rewritten. A slot of a colder key is
+/// zeroed and freed as before, so spares, at most one per record, are held
+/// by the keys that were hot, not by every key ever updated twice.
+pub(crate) const SPARE_WINDOW: u64 = 1 << 16;
+
+/// Whether `g`'s version lived fewer than `SPARE_WINDOW` commits (Tx-CTS
+/// values are `counter << 8 | worker`).
+fn spare_worthy(g: &Garbage) -> bool {
+    let counter = |cts: u64| cts >> crate::ts::WORKER_BITS;
+    counter(g.cts).saturating_sub(counter(g.version_cts)) < SPARE_WINDOW
 }
 
 /// Capacity of each owner's queue of slots freed by others.

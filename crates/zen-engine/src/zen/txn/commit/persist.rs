@@ -19,7 +19,9 @@
 //!      its word 1 is stored once, after the fence that made every other
 //!      slot of the transaction durable: a durable LP bit means the whole
 //!      transaction is durable (C-3 of `commit-and-recovery.md`). Until then
-//!      that word is the durable zero S1 left, so the slot reads as free.
+//!      that word is the durable zero S1 left, so the slot reads as free,
+//!      or, in the record's spare (S7 of `space.rs`), the spare's own older
+//!      header, which loses to the durable version that superseded it.
 //! (P2) Every slot written is flushed whole, header line included (one
 //!      extra line per transaction instead of relying on in-line ordering).
 //! (P3) The writers this transaction read from are flushed before its fence
@@ -29,6 +31,9 @@
 //!      a fence by this thread; the return value says whether this commit is
 //!      durable on return.
 //! (P5) Once a slot is reserved, publishing cannot fail (K2 of `commit.rs`).
+//! (P6) An update of a record whose spare (S7) is in this worker's region
+//!      writes the spare instead of a free slot, and takes it (stores 0 in
+//!      the record's spare word) only after every fallible reservation.
 
 use std::sync::atomic::Ordering;
 
@@ -41,14 +46,20 @@ use crate::config::Fault;
 use crate::error::{AbortReason, Error, Result};
 use crate::heap::{self, SlotHeader};
 use crate::zen::cache::loc_entry;
-use crate::zen::table::Table;
+use crate::zen::table::{SPARE_DEAD, Table};
 
 impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// Take a free heap slot for every write; pages come from the pool.
     pub(super) fn allocate_slots(&mut self) -> Result<()> {
         for i in 0..self.writes.len() {
             let t = self.written_table(self.writes[i].table);
-            let slot = self.allocate_slot(t)?;
+            let slot = match self.own_spare(t, i) {
+                Some(spare) => {
+                    self.writes[i].spare = true;
+                    spare
+                }
+                None => self.allocate_slot(t)?,
+            };
             self.writes[i].slot = slot;
             let reserve =
                 if P::MULTI_VERSION { self.needs_new_entry(i) } else { self.must_move(i) };
@@ -65,7 +76,29 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 };
             }
         }
+        // Nothing can fail from here on: take the spares (P6). Their words
+        // still hold them: we hold the records' locks, and a holder only
+        // stores a spare into a word that is 0.
+        for w in &self.writes {
+            if w.spare {
+                self.tables[w.table as usize].records.spare(w.rid).store(0, Ordering::Relaxed);
+            }
+        }
         Ok(())
+    }
+
+    /// S7 of `space.rs`: the spare slot of write `i`'s record, if it is an
+    /// update and the spare is in this worker's region (slots are written
+    /// only by their owner, N1 and the per-worker recovery rule).
+    fn own_spare(&self, t: &Table, i: usize) -> Option<u64> {
+        let w = &self.writes[i];
+        if w.kind != WriteKind::Update {
+            return None;
+        }
+        // Acquire: the holder kept it after the fence that made its floor
+        // durable (S4), so this update may overwrite the header.
+        let spare = t.records.spare(w.rid).load(Ordering::Acquire);
+        (spare != 0 && spare != SPARE_DEAD && self.s.slot_owner(spare) == self.id).then_some(spare)
     }
 
     /// Multi-version: does write `i` install a new version entry? Updates
@@ -102,7 +135,22 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             return Ok(slot);
         }
         drop(region);
-        let (page, offset) = self.s.allocate_heap_page(self.id, t).map_err(|e| match e {
+        let page = match self.s.allocate_heap_page(self.id, t) {
+            Err(Error::Pmem(p)) if p.is_retryable() => {
+                // A full pool: give this worker's spares back once (S7),
+                // then try again; still full is `OutOfSpace`.
+                if self.sweep_own_spares() > 0 {
+                    if let Some(slot) = t.heaps[self.id].lock().allocate() {
+                        return Ok(slot);
+                    }
+                    self.s.allocate_heap_page(self.id, t)
+                } else {
+                    Err(Error::Pmem(p))
+                }
+            }
+            other => other,
+        };
+        let (page, offset) = page.map_err(|e| match e {
             Error::Pmem(p) if p.is_retryable() => Error::Abort(AbortReason::OutOfSpace),
             other => other,
         })?;
@@ -116,6 +164,12 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             if let Some(idx) = w.new_entry.take() {
                 let t = &self.tables[w.table as usize];
                 t.caches[self.id].free_unpublished(idx);
+            }
+            if w.spare {
+                // Not taken yet (taking is the last step): it stays the
+                // record's spare.
+                w.spare = false;
+                w.slot = 0;
             }
             if w.slot != 0 {
                 let t = &self.tables[w.table as usize];
@@ -144,6 +198,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         self.flush_dependencies(true);
         let p = self.s.pool.persister(self.thread);
         p.marker(Marker::Begin { txn: cts });
+        let skip_flushes = self.fault(Fault::SkipFlushes);
         for (i, w) in self
             .writes
             .iter()
@@ -153,25 +208,29 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         {
             let t = &self.tables[w.table as usize];
             let deleted = w.kind == WriteKind::Delete;
+            // Header and row go out from one buffer, with one flush: the
+            // header's bytes are reserved before the row (`push_write`).
+            let head = w.data_at - heap::SLOT_HEADER_BYTES as usize;
+            let row_end = if deleted { w.data_at } else { w.data_at + t.row_bytes };
+            let word0 = SlotHeader::word0(w.key, deleted).to_le_bytes();
+            self.write_data[head..head + 8].copy_from_slice(&word0);
             if i == lp {
                 // The LP tuple's word 1 is written once, after the fence,
                 // with the LP bit: until then it stays durably zero (S1), so
                 // the slot reads as free, which recovery treats as this
-                // uncommitted transaction's tuple would be.
-                p.write(w.slot, &SlotHeader::word0(w.key, deleted).to_le_bytes());
+                // uncommitted transaction's tuple would be; in a spare it
+                // keeps the spare's older header (P1).
+                let body = &self.write_data[w.data_at..row_end];
+                let body_at = w.slot + heap::SLOT_HEADER_BYTES;
+                p.write(w.slot, &word0);
+                p.write(body_at, body);
             } else {
-                let mut head = [0u8; 16];
-                head[0..8].copy_from_slice(&SlotHeader::word0(w.key, deleted).to_le_bytes());
-                head[8..16].copy_from_slice(&SlotHeader::word1(cts, false).to_le_bytes());
-                p.write(w.slot, &head);
+                let word1 = SlotHeader::word1(cts, false).to_le_bytes();
+                self.write_data[head + 8..head + 16].copy_from_slice(&word1);
+                p.write(w.slot, &self.write_data[head..row_end]);
             }
-            let mut len = heap::SLOT_HEADER_BYTES;
-            if !deleted {
-                p.write(w.slot + len, &self.write_data[w.data_at..w.data_at + t.row_bytes]);
-                len += t.row_bytes as u64;
-            }
-            if !self.fault(Fault::SkipFlushes) {
-                p.flush(w.slot, len);
+            if !skip_flushes {
+                p.flush(w.slot, (row_end - head) as u64);
             }
             self.s.numa_slot(self.id, w.slot, true);
         }

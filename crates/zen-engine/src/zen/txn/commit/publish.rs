@@ -22,6 +22,8 @@
 //! (U4) No in-place install writes another node's memory in a
 //!      NUMA-local-write mode (N1), checked by `assert!` in every build;
 //!      only a privileged multi-version transaction with a full region may.
+//! (U5) A delete swaps its record's spare word to `SPARE_DEAD` and retires
+//!      the spare it held, still locked (S7 of `space.rs`).
 
 use std::sync::atomic::{Ordering, fence};
 
@@ -29,9 +31,10 @@ use zen_pmem::PmemBackend;
 
 use super::super::{WriteItem, WriteKind, ZenWorker};
 use crate::cc::{Protocol, silo};
+use crate::config::Fault;
 use crate::zen::cache::{FLAG_COPY, LOC_EMPTY, loc_cached, loc_entry};
 use crate::zen::space::Garbage;
-use crate::zen::table::Table;
+use crate::zen::table::{SPARE_DEAD, Table};
 
 impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// Make the new versions visible, unlock, and queue superseded slots.
@@ -44,8 +47,9 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             let t = self.written_table(w.table);
             let (loc, prev) = w.locked.expect("locked at commit");
             let deleted = w.kind == WriteKind::Delete;
+            let spare_of = (!deleted).then_some(w.rid);
             let Some((owner, idx)) = loc_entry(loc) else {
-                let old = Garbage::superseded(w.table, loc, silo::cts_of(prev), cts);
+                let old = Garbage::superseded(w.table, loc, silo::cts_of(prev), cts, spare_of);
                 self.install_direct(t, w.rid, old, w.slot, deleted);
                 self.writes[i].locked = None;
                 continue;
@@ -65,9 +69,11 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             // unlocked, so any transaction that sees the new version also
             // sees it pending (S3).
             if old_slot != 0 {
-                self.retire_slot(Garbage::superseded(w.table, old_slot, silo::cts_of(prev), cts));
+                let old = Garbage::superseded(w.table, old_slot, silo::cts_of(prev), cts, spare_of);
+                self.retire_slot(old);
             }
             if deleted {
+                self.retire_spare(t, w.rid, cts);
                 self.retire_slot(Garbage::tombstone(w.table, w.slot, cts));
                 if P::MULTI_VERSION {
                     // U3's deferred half: the key leaves the ordered index
@@ -151,6 +157,19 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         entry.cc[0].store(silo::tid(v.cts, v.deleted), Ordering::Release);
     }
 
+    /// A delete of Tx-CTS `cts`, still locked: the record never gets a spare
+    /// again, and the one it had is retired so that the tombstone waits for
+    /// it (S7, S3 of `space.rs`).
+    fn retire_spare(&mut self, t: &Table, rid: u64, cts: u64) {
+        if self.fault(Fault::SpareKeptOnDelete) {
+            return;
+        }
+        let spare = t.records.spare(rid).swap(SPARE_DEAD, Ordering::AcqRel);
+        if spare != 0 && spare != SPARE_DEAD {
+            self.retire_slot(Garbage::former_spare(t.id.0, spare, cts));
+        }
+    }
+
     /// Zen+ step 3: the privileged transaction's new version of a record whose
     /// version was in NVM stays in NVM; the record points at the new slot.
     /// `old` is the superseded slot, as a garbage item.
@@ -159,6 +178,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         let cts = old.cts;
         self.retire_slot(old);
         let home = if deleted {
+            self.retire_spare(t, rid, cts);
             self.retire_slot(Garbage::tombstone(t.id.0, slot, cts));
             LOC_EMPTY
         } else {

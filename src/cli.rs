@@ -205,7 +205,7 @@ pub struct DriverArgs {
     /// Summary format on stdout: text, json (the summary JSON) or csv (the time series).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-    /// Write <run>.summary.json, <run>.timeseries.csv and <run>.config.json into DIR.
+    /// Write RUN.summary.json, RUN.timeseries.csv and RUN.config.json into DIR (RUN: the run's id).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }
@@ -468,7 +468,7 @@ pub struct ReproduceArgs {
     /// Scale preset: tiny (seconds, for tests), small (this machine, minutes) or paper.
     #[arg(long, default_value = "small")]
     pub scale: String,
-    /// Result directory: DIR/<figure>/results.json, runs/, <figure>.svg, and DIR/report.md.
+    /// Result directory: DIR/FIGURE/results.json, runs/, FIGURE.svg (FIGURE: each figure's id), and DIR/report.md.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Continue (or add figures to) a result directory of the same scale; finished runs are kept.

@@ -2,7 +2,7 @@
 //! stored in a pool (for `run` and `check`), and dispatching to it.
 //!
 //! The driver is generic over the workload, so the CLI holds one of three
-//! concrete types in [`AnyWorkload`] and [`with_workload!`] expands a block
+//! concrete types in [`AnyWorkload`] and [`with_workload!`](crate::with_workload) expands a block
 //! once per type.
 
 use zen_workload::{

@@ -15,8 +15,8 @@
 //! or the new catalog.
 //!
 //! A worker's *commit floor* is a Tx-CTS below which all of that worker's
-//! transactions are committed. Recovery takes ts-commit[w] = max(largest LP
-//! timestamp in w's region, floor[w]). The floor is raised before a slot
+//! transactions are committed. Recovery takes ts-commit\[w\] = max(largest LP
+//! timestamp in w's region, floor\[w\]). The floor is raised before a slot
 //! holding an LP word is zeroed (by GC or recovery), so that zeroing the
 //! newest LP tuple of a worker never turns its older committed tuples into
 //! "uncommitted" ones on the next recovery.

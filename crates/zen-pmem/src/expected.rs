@@ -19,7 +19,7 @@
 //! ```
 //!
 //! How: the mapping is a [`memmap2::MmapRaw`]; each word is accessed as an
-//! `AtomicU64` (the only `unsafe` here, in [`ExpectedState::word`]). A worker
+//! `AtomicU64` (the only `unsafe` here, in `ExpectedState::word`). A worker
 //! writes only its own two words, intent before its transaction starts and
 //! ack after its commit returned, so on x86-TSO the intent store is visible
 //! before any store of the transaction.

@@ -12,7 +12,7 @@
 //! HOW.
 //!
 //! 1. The file backends register every range they map with the file's path
-//!    ([`Watch`], dropped, and so unregistered, before the mapping goes).
+//!    (`Watch`, dropped, and so unregistered, before the mapping goes).
 //!    The table is a fixed array of atomics: registering allocates nothing
 //!    the handler could see half-built, and the handler reads it with
 //!    atomic loads only.

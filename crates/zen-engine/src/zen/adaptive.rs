@@ -29,10 +29,10 @@
 //!        snapshot is therefore complete and never changes.
 //!   (R2) Every watermark W used to cut a version chain, evict a head or
 //!        reclaim a heap slot satisfies W ≤ low while the snapshot runs: one
-//!        computed after step 1 sees active[me] ∈ {0, low}; one computed
+//!        computed after step 1 sees active\[me\] ∈ {0, low}; one computed
 //!        before step 1 read the clock (≤ c) and, for each worker w running
-//!        at step 3, either saw it active (so W ≤ active[w] ≤ begin[w]) or
-//!        read its slot before it was published (so begin[w] > that clock
+//!        at step 3, either saw it active (so W ≤ active\[w\] ≤ begin\[w\]) or
+//!        read its slot before it was published (so begin\[w\] > that clock
 //!        read ≥ W).
 //!   (R3) From R2, nothing S may need is gone: a chain is cut only below a
 //!        version with Tx-CTS < W ≤ S + 1, which the reader finds first; a

@@ -13,7 +13,7 @@
 //!              versions go straight into the primary index (newest wins,
 //!              `install.rs`), uncertain ones into the pending list
 //!              (`scan.rs`). Nothing is written.
-//!   2 settle   ts-commit[w] = max(largest LP Tx-CTS of w, floor[w]) is now
+//!   2 settle   ts-commit\[w\] = max(largest LP Tx-CTS of w, floor\[w\]) is now
 //!              final: pending versions at or below it are offered, the
 //!              rest are uncommitted. Nothing is written.
 //!   3 clean    floors (fenced), then older losers (each thread fences),

@@ -99,6 +99,11 @@ struct RecordWords {
 /// The spare word of a record whose key was deleted (S7 of `space.rs`).
 pub const SPARE_DEAD: u64 = u64::MAX;
 
+/// The slot a spare word holds, if any (neither 0 nor [`SPARE_DEAD`]).
+pub fn spare_slot(word: u64) -> Option<u64> {
+    (word != 0 && word != SPARE_DEAD).then_some(word)
+}
+
 pub struct Table {
     pub id: TableId,
     pub schema: TableSchema,

@@ -664,7 +664,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
     }
 
     fn push_write(&mut self, t: &Table, key: u64, rid: u64, kind: WriteKind, row: Option<&[u8]>) {
-        // Room for the slot header before the row, so that commit streams
+        // Room for the slot header before the row, so that commit writes
         // header and row to the slot from one buffer (`persist.rs`).
         let data_at = self.write_data.len() + heap::SLOT_HEADER_BYTES as usize;
         self.write_data.resize(data_at, 0);

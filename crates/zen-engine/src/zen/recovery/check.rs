@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::heap::SlotHeader;
 use crate::zen::Shared;
 use crate::zen::cache::{LOC_EMPTY, loc_entry};
-use crate::zen::table::SPARE_DEAD;
+use crate::zen::table::spare_slot;
 
 /// Structural invariants, for a quiescent engine (no running transactions):
 /// (R1) every index entry's location holds a version of that key;
@@ -65,10 +65,9 @@ pub fn check_invariants<B: PmemBackend>(shared: &Shared<B>) -> Result<()> {
                     "slot {slot} is reachable from two index entries"
                 )));
             }
-            let spare = t.records.spare(rid).load(Ordering::Acquire);
-            if spare == 0 || spare == SPARE_DEAD {
+            let Some(spare) = spare_slot(t.records.spare(rid).load(Ordering::Acquire)) else {
                 continue;
-            }
+            };
             match header(spare) {
                 Some(h) if h.key == key && !h.deleted && h.cts < current => {}
                 other => {

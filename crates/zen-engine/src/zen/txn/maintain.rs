@@ -23,7 +23,7 @@
 //!      where its zero store would have been issued: after the fence that
 //!      made its floor durable.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use zen_pmem::{Marker, PmemBackend};
 
@@ -33,7 +33,7 @@ use crate::config::Fault;
 use crate::zen::Shared;
 use crate::zen::cache::loc_entry;
 use crate::zen::space::{Garbage, WorkerGc};
-use crate::zen::table::SPARE_DEAD;
+use crate::zen::table::spare_slot;
 
 impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// Queue a slot superseded (or, for a tombstone, written) by this
@@ -127,10 +127,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         for t in shared.tables().iter() {
             for rid in 0..t.records.count() {
                 let Some(word) = t.records.spare_if_present(rid) else { continue };
-                let spare = word.load(Ordering::Acquire);
-                if spare == 0
-                    || spare == SPARE_DEAD
-                    || shared.slot_owner(spare) != self.id
+                let Some(spare) = spare_slot(word.load(Ordering::Acquire)) else { continue };
+                if shared.slot_owner(spare) != self.id
                     || self.writes.iter().any(|w| w.spare && w.slot == spare)
                 {
                     continue;
@@ -149,12 +147,11 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             // Like a page allocation's fences: durable, nothing acknowledged.
             p.fence();
         }
+        // Not counted again: they were counted as reclaimed when they
+        // became spares.
         for &(table, slot) in &swept {
-            self.free_own_slot(table, slot);
+            self.return_own_slot(table, slot);
         }
-        // Counted as reclaimed once already, when they became spares.
-        let reclaimed = &shared.gc_reclaimed[self.id];
-        reclaimed.store(reclaimed.load(Ordering::Relaxed) - swept.len() as u64, Ordering::Relaxed);
         let staged_low =
             self.staged.iter().filter(|g| !g.tombstone).map(|g| g.cts).min().unwrap_or(u64::MAX);
         let low = shared.gc[self.id].lock().pending_low().min(staged_low);
@@ -245,18 +242,20 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         }
     }
 
+    /// The spare word of `g`'s record, if `g` may become a spare at all
+    /// (S7: superseded by a non-delete, a hot version, spares not off).
+    fn spare_word_for(&self, g: &Garbage) -> Option<&AtomicU64> {
+        let rid = g.spare_of?;
+        if !spare_worthy(g) || self.s.spares_off.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(self.s.registry.get(g.table as usize)?.records.spare(rid))
+    }
+
     /// Whether `g` would become its record's spare if that were decided now
     /// (a hint: the record may get another spare first).
     fn may_keep_as_spare(&self, g: &Garbage) -> bool {
-        g.spare_of.is_some_and(|rid| {
-            spare_worthy(g)
-                && !self.s.spares_off.load(Ordering::Relaxed)
-                && self
-                    .s
-                    .registry
-                    .get(g.table as usize)
-                    .is_some_and(|t| t.records.spare(rid).load(Ordering::Relaxed) == 0)
-        })
+        self.spare_word_for(g).is_some_and(|word| word.load(Ordering::Relaxed) == 0)
     }
 
     /// S7: make `g`'s slot its record's spare, if the item may become one
@@ -265,16 +264,9 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// overwrite the slot's header at once. The slot stays live in its
     /// owner's region.
     fn keep_as_spare(&self, g: &Garbage) -> bool {
-        let Some(rid) = g.spare_of else { return false };
-        if !spare_worthy(g) || self.s.spares_off.load(Ordering::Relaxed) {
-            return false;
-        }
-        let Some(t) = self.s.registry.get(g.table as usize) else { return false };
-        let kept = t
-            .records
-            .spare(rid)
-            .compare_exchange(0, g.slot, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok();
+        let kept = self.spare_word_for(g).is_some_and(|word| {
+            word.compare_exchange(0, g.slot, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        });
         if kept {
             // Reclaimed (for its record's next version), and counted apart.
             for counter in [&self.s.gc_spared[self.id], &self.s.gc_reclaimed[self.id]] {
@@ -311,15 +303,21 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         }
     }
 
-    /// Free one of this worker's slots (S5: release a page left empty).
+    /// Free one of this worker's slots and count it reclaimed.
     fn free_own_slot(&mut self, table: u32, slot: u64) {
+        self.return_own_slot(table, slot);
+        let reclaimed = &self.s.gc_reclaimed[self.id];
+        reclaimed.store(reclaimed.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// Put one of this worker's slots back on its region's free list (S5:
+    /// release a page left empty).
+    fn return_own_slot(&mut self, table: u32, slot: u64) {
         let Some(t) = self.s.registry.get(table as usize) else { return };
         let mut region = t.heaps[self.id].lock();
         if let Some(page) = region.free(slot) {
             self.s.release_heap_page(self.id, t, &mut region, page);
         }
-        let reclaimed = &self.s.gc_reclaimed[self.id];
-        reclaimed.store(reclaimed.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
     /// Put back the slots other workers reclaimed for us (bounded per call).

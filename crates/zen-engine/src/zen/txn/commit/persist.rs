@@ -46,7 +46,7 @@ use crate::config::Fault;
 use crate::error::{AbortReason, Error, Result};
 use crate::heap::{self, SlotHeader};
 use crate::zen::cache::loc_entry;
-use crate::zen::table::{SPARE_DEAD, Table};
+use crate::zen::table::{Table, spare_slot};
 
 impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// Take a free heap slot for every write; pages come from the pool.
@@ -97,8 +97,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         }
         // Acquire: the holder kept it after the fence that made its floor
         // durable (S4), so this update may overwrite the header.
-        let spare = t.records.spare(w.rid).load(Ordering::Acquire);
-        (spare != 0 && spare != SPARE_DEAD && self.s.slot_owner(spare) == self.id).then_some(spare)
+        spare_slot(t.records.spare(w.rid).load(Ordering::Acquire))
+            .filter(|&spare| self.s.slot_owner(spare) == self.id)
     }
 
     /// Multi-version: does write `i` install a new version entry? Updates
@@ -213,19 +213,17 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             let head = w.data_at - heap::SLOT_HEADER_BYTES as usize;
             let row_end = if deleted { w.data_at } else { w.data_at + t.row_bytes };
             let word0 = SlotHeader::word0(w.key, deleted).to_le_bytes();
-            self.write_data[head..head + 8].copy_from_slice(&word0);
             if i == lp {
                 // The LP tuple's word 1 is written once, after the fence,
                 // with the LP bit: until then it stays durably zero (S1), so
                 // the slot reads as free, which recovery treats as this
                 // uncommitted transaction's tuple would be; in a spare it
                 // keeps the spare's older header (P1).
-                let body = &self.write_data[w.data_at..row_end];
-                let body_at = w.slot + heap::SLOT_HEADER_BYTES;
                 p.write(w.slot, &word0);
-                p.write(body_at, body);
+                p.write(w.slot + heap::SLOT_HEADER_BYTES, &self.write_data[w.data_at..row_end]);
             } else {
                 let word1 = SlotHeader::word1(cts, false).to_le_bytes();
+                self.write_data[head..head + 8].copy_from_slice(&word0);
                 self.write_data[head + 8..head + 16].copy_from_slice(&word1);
                 p.write(w.slot, &self.write_data[head..row_end]);
             }

@@ -34,7 +34,7 @@ use crate::cc::{Protocol, silo};
 use crate::config::Fault;
 use crate::zen::cache::{FLAG_COPY, LOC_EMPTY, loc_cached, loc_entry};
 use crate::zen::space::Garbage;
-use crate::zen::table::{SPARE_DEAD, Table};
+use crate::zen::table::{SPARE_DEAD, Table, spare_slot};
 
 impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// Make the new versions visible, unlock, and queue superseded slots.
@@ -164,8 +164,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         if self.fault(Fault::SpareKeptOnDelete) {
             return;
         }
-        let spare = t.records.spare(rid).swap(SPARE_DEAD, Ordering::AcqRel);
-        if spare != 0 && spare != SPARE_DEAD {
+        if let Some(spare) = spare_slot(t.records.spare(rid).swap(SPARE_DEAD, Ordering::AcqRel)) {
             self.retire_slot(Garbage::former_spare(t.id.0, spare, cts));
         }
     }

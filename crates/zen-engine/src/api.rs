@@ -405,6 +405,20 @@ pub struct EngineStatus {
     pub checkpoints: Option<CheckpointStats>,
 }
 
+/// Counters an engine keeps as it runs, read with a few atomic loads and no
+/// walk over its data: what a benchmark reads at the edges of its measured
+/// interval ([`Engine::counters`]). [`EngineStatus`] repeats them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct EngineCounters {
+    /// Superseded or deleted versions' slots reclaimed so far.
+    pub gc_reclaimed_slots: u64,
+    /// Zen: of those, the slots kept as their record's spare (S7).
+    pub gc_spared_slots: u64,
+    /// Checkpoints of engines that take them (mmdb).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<CheckpointStats>,
+}
+
 /// Checkpoints of an engine that takes them (mmdb).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct CheckpointStats {
@@ -443,7 +457,16 @@ pub trait Engine: Send + Sync {
     fn worker(&self) -> Result<Box<dyn EngineWorker + '_>>;
     /// Sum of every worker's NVM counters.
     fn pmem_counters(&self) -> CounterSnapshot;
+    /// State for reports and `zen check`: counts every table's live rows,
+    /// a walk over the data (O(rows)); a running benchmark reads
+    /// [`Engine::counters`] instead.
     fn status(&self) -> EngineStatus;
+    /// The running counters, cheaply (no walk over the data). The default,
+    /// all zero, is for engines that reclaim nothing and take no
+    /// checkpoints.
+    fn counters(&self) -> EngineCounters {
+        EngineCounters::default()
+    }
     /// Re-plan DRAM cache shares across tables from the accesses measured so
     /// far (Zen's greedy f_i/S_i rule); engines without a cache ignore it.
     fn rebalance_cache(&self) {}

@@ -10,8 +10,8 @@ pub mod error;
 pub mod schema;
 
 pub use api::{
-    CacheStats, CommitInfo, Durability, Engine, EngineStatus, EngineWorker, RecoveryReport,
-    TableId, TableStatus, Transaction, Txn, TxnOptions, user_abort,
+    CacheStats, CommitInfo, Durability, Engine, EngineCounters, EngineStatus, EngineWorker,
+    RecoveryReport, TableId, TableStatus, Transaction, Txn, TxnOptions, user_abort,
 };
 pub use config::{
     BaselineFault, CcKind, EngineConfig, EngineKind, FalconVariant, Fault, RaceFault,

@@ -459,6 +459,10 @@ fn mmdb_checkpoints_when_the_log_fills_the_pool() {
     let (taken, failed) = engine.pressure_checkpoints();
     assert!(taken > 0 && failed == 0, "taken {taken}, failed {failed}");
     assert!(engine.checkpoint_state().seq >= taken);
+    // What a benchmark reads at its window's edges agrees with the status.
+    let checkpoints = e.counters().checkpoints.expect("mmdb counts checkpoints");
+    assert_eq!(Some(checkpoints), e.status().checkpoints);
+    assert_eq!((checkpoints.on_log_pressure, checkpoints.failed_on_log_pressure), (taken, failed));
     e.check_invariants().unwrap();
     let expected: Vec<(u64, i64)> = (0..64).map(|k| (k, n - 1 + k as i64)).collect();
     assert_eq!(dump(e, t), expected);
@@ -531,6 +535,7 @@ fn wbl_reclaims_superseded_versions_and_caches_within_its_budget() {
     drop(w);
     let status = e.status();
     assert!(status.gc_reclaimed_slots >= 2000, "{status:?}");
+    assert_eq!(e.counters().gc_reclaimed_slots, status.gc_reclaimed_slots);
     // 3000 rows of 80-byte slots fill 4 pages; 2200 more versions reuse slots.
     assert!(status.tables[0].heap_pages <= 5, "reclaimed slots are reused: {status:?}");
     assert!(stats.misses > 0 && stats.hits > 0, "{stats:?}");

@@ -148,6 +148,11 @@ fn bank_total_survives_recovery_and_a_small_cache_with(cc: CcKind) {
     };
     assert!(status.cache_entries_used <= bound, "cache not bounded by the budget: {status:?}");
     assert!(status.gc_reclaimed_slots > 0, "GC reclaimed nothing: {status:?}");
+    let counters = engine.counters();
+    assert_eq!(
+        (counters.gc_reclaimed_slots, counters.gc_spared_slots),
+        (status.gc_reclaimed_slots, status.gc_spared_slots)
+    );
     engine.abandon();
     let engine = zen_engine::open(&fs_config(dir.path(), false, cc)).unwrap();
     engine.check_invariants().unwrap();

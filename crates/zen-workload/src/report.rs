@@ -255,6 +255,10 @@ pub struct Report {
     /// Checkpoints over the measured interval (mmdb).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoints: Option<crate::driver::CheckpointWindow>,
+    /// Slots the engine's GC reclaimed over the measured interval (engines
+    /// that reclaim slots, when they reclaimed any).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gc: Option<GcSummary>,
     /// Heap allocations of the worker threads in the measured interval
     /// (when the counting allocator is installed, as in the `zen` binary).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -263,6 +267,15 @@ pub struct Report {
     /// (`zen bench ycsb|smallbank --engine nvcaracal`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub epochs: Option<crate::oneshot::EpochRun>,
+}
+
+/// Space reclamation over the measured interval: the counts, and per commit.
+#[derive(Debug, Clone, Serialize)]
+pub struct GcSummary {
+    #[serde(flatten)]
+    pub window: crate::driver::GcWindow,
+    pub reclaimed_per_commit: f64,
+    pub spared_per_commit: f64,
 }
 
 /// Heap allocations of the worker threads over the measured interval.
@@ -342,6 +355,11 @@ impl Report {
             }),
             adaptive: run.adaptive,
             checkpoints: run.checkpoints,
+            gc: (run.gc.reclaimed_slots > 0).then(|| GcSummary {
+                window: run.gc,
+                reclaimed_per_commit: ratio(run.gc.reclaimed_slots, s.commits),
+                spared_per_commit: ratio(run.gc.spared_slots, s.commits),
+            }),
             // Epoch runs allocate on the engine's epoch threads, which the
             // counting allocator does not attribute to the run.
             allocations: (zen_pmem::alloc_count::installed() && run.epochs.is_none()).then(|| {
@@ -551,6 +569,16 @@ impl Report {
                 ms(n.read_latency_ns),
                 ms(n.write_latency_ns),
                 ms(n.bandwidth_wait_ns)
+            );
+        }
+        if let Some(g) = &self.gc {
+            let _ = writeln!(
+                out,
+                "gc per commit     {:.2} slots reclaimed, {:.2} of them kept as spares ({} and {} in the measured interval)",
+                g.reclaimed_per_commit,
+                g.spared_per_commit,
+                group(g.window.reclaimed_slots),
+                group(g.window.spared_slots)
             );
         }
         let _ = writeln!(
@@ -805,6 +833,7 @@ mod tests {
             },
             adaptive: None,
             checkpoints: None,
+            gc: crate::driver::GcWindow { reclaimed_slots: 150, spared_slots: 50 },
             timeseries: vec![IntervalSample {
                 elapsed_s: 1.0,
                 phase: "measure",
@@ -834,6 +863,16 @@ mod tests {
         assert_eq!(report.aborts_by_reason["user"], 1);
         assert_eq!(report.per_txn_type["beta"].user_aborts, 1);
         assert!(s.latency_us.p50 >= 1.0 && s.latency_us.max <= 2.0);
+        let gc = report.gc.as_ref().expect("slots were reclaimed");
+        assert!((gc.reclaimed_per_commit - 1.5).abs() < 1e-9, "{gc:?}");
+        assert!((gc.spared_per_commit - 0.5).abs() < 1e-9, "{gc:?}");
+        assert!(report.render_text().contains(
+            "gc per commit     1.50 slots reclaimed, 0.50 of them kept as spares (150 and 50 in the measured interval)"
+        ));
+        let mut none = sample_run();
+        none.gc = crate::driver::GcWindow::default();
+        let report = Report::new(config(), &none, None);
+        assert!(report.gc.is_none() && !report.render_text().contains("gc per commit"));
     }
 
     #[test]

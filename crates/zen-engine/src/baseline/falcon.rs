@@ -606,11 +606,17 @@ impl<B: PmemBackend> Store for FalconStore<B> {
         core.store.pool.total_counters()
     }
 
+    fn engine_counters(core: &Core<Self>) -> crate::api::EngineCounters {
+        crate::api::EngineCounters {
+            gc_reclaimed_slots: core.store.gc_reclaimed.load(Ordering::Relaxed),
+            ..Default::default()
+        }
+    }
+
     fn status(core: &Core<Self>, status: &mut EngineStatus) {
         let store = &core.store;
         status.free_pages = store.pool.free_page_count();
         status.page_count = store.pool.page_count();
-        status.gc_reclaimed_slots = store.gc_reclaimed.load(Ordering::Relaxed);
         for (t, s) in core.tables().iter().zip(&mut status.tables) {
             s.heap_pages = t.ext.regions.iter().map(|r| r.lock().pages.len() as u64).sum();
         }

@@ -517,11 +517,18 @@ impl<B: PmemBackend> Store for MmdbStore<B> {
         status.cache_entries_used = core.tables().iter().map(|t| t.ext.rows.count()).sum();
         let mean = row_bytes.iter().sum::<u64>().max(1) / row_bytes.len().max(1) as u64;
         status.cache_entries_capacity = store.dram_budget_bytes / mean.max(1);
-        status.checkpoints = Some(crate::api::CheckpointStats {
-            seq: store.checkpoint.lock().seq,
-            on_log_pressure: store.pressure_checkpoints.load(Ordering::Relaxed),
-            failed_on_log_pressure: store.pressure_failures.load(Ordering::Relaxed),
-        });
+    }
+
+    fn engine_counters(core: &Core<Self>) -> crate::api::EngineCounters {
+        let store = &core.store;
+        crate::api::EngineCounters {
+            checkpoints: Some(crate::api::CheckpointStats {
+                seq: store.checkpoint.lock().seq,
+                on_log_pressure: store.pressure_checkpoints.load(Ordering::Relaxed),
+                failed_on_log_pressure: store.pressure_failures.load(Ordering::Relaxed),
+            }),
+            ..Default::default()
+        }
     }
 
     fn check_invariants(core: &Core<Self>) -> Result<()> {

@@ -222,8 +222,14 @@ pub trait Store: Send + Sync + Sized + 'static {
 
     /// Sum of every NVM counter of the engine.
     fn pmem_counters(core: &Core<Self>) -> CounterSnapshot;
-    /// Fill the engine-specific parts of `status` (pages, cache entries).
+    /// Fill the engine-specific parts of `status` (pages, cache entries);
+    /// the core adds [`Storage::engine_counters`].
     fn status(core: &Core<Self>, status: &mut EngineStatus);
+    /// The running counters ([`crate::api::Engine::counters`]): none by
+    /// default.
+    fn engine_counters(_core: &Core<Self>) -> crate::api::EngineCounters {
+        crate::api::EngineCounters::default()
+    }
     /// The store's structural invariants (the core checks its own first).
     fn check_invariants(core: &Core<Self>) -> Result<()>;
     /// Periodic background work and its period (mmdb: checkpoints).

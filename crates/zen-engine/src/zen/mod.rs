@@ -34,7 +34,9 @@ use crate::sched::{Mutex, RwLock};
 use crossbeam_utils::CachePadded;
 use zen_pmem::{CounterSnapshot, PageOwner, PmemBackend, Pool, PoolOptions};
 
-use crate::api::{Engine, EngineStatus, EngineWorker, RecoveryReport, TableId, TableStatus};
+use crate::api::{
+    Engine, EngineCounters, EngineStatus, EngineWorker, RecoveryReport, TableId, TableStatus,
+};
 use crate::catalog::{self, CatalogDoc};
 use crate::cc::{Protocol, Silo};
 use crate::config::EngineConfig;
@@ -542,13 +544,14 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
     fn status(&self) -> EngineStatus {
         let s = &self.shared;
         let tables = s.tables();
+        let counters = self.counters();
         let mut status = EngineStatus {
             engine: "zen".into(),
             cc: P::KIND.name().into(),
             free_pages: s.pool.free_page_count(),
             page_count: s.pool.page_count(),
-            gc_reclaimed_slots: s.gc_reclaimed.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
-            gc_spared_slots: s.gc_spared.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
+            gc_reclaimed_slots: counters.gc_reclaimed_slots,
+            gc_spared_slots: counters.gc_spared_slots,
             adaptive: self.adaptive_stats(),
             ..Default::default()
         };
@@ -568,6 +571,15 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
                 u64::from(t.cache_limit.load(Ordering::Relaxed)) * registered;
         }
         status
+    }
+
+    fn counters(&self) -> EngineCounters {
+        let s = &self.shared;
+        EngineCounters {
+            gc_reclaimed_slots: s.gc_reclaimed.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
+            gc_spared_slots: s.gc_spared.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
+            checkpoints: None,
+        }
     }
 
     fn rebalance_cache(&self) {

@@ -280,6 +280,7 @@ pub fn run_epochs<W: OneShotWorkload>(
         nvm,
         adaptive: None,
         checkpoints: None,
+        gc: crate::driver::GcWindow::default(),
         timeseries: Vec::new(),
         numa: None,
         epochs: Some(run),

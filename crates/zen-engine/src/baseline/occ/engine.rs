@@ -341,7 +341,15 @@ impl<S: Store> Engine for OccEngine<S> {
             });
         }
         S::status(&self.core, &mut status);
+        let counters = S::engine_counters(&self.core);
+        status.gc_reclaimed_slots = counters.gc_reclaimed_slots;
+        status.gc_spared_slots = counters.gc_spared_slots;
+        status.checkpoints = counters.checkpoints;
         status
+    }
+
+    fn counters(&self) -> crate::api::EngineCounters {
+        S::engine_counters(&self.core)
     }
 
     fn recovery_report(&self) -> Option<RecoveryReport> {

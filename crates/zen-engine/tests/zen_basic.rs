@@ -358,6 +358,43 @@ fn deleted_keys_leave_the_ordered_index_under_every_protocol() {
 /// updates keep the heap where it was; the spare always holds an older
 /// version of the key (R4 of `check_invariants`); a delete retires the
 /// spare, and after GC and a reopen the key stays deleted.
+/// Slots of a worker id that no longer runs (a pool loaded by more workers
+/// than now use it) are freed by whoever reclaims them once the owner's
+/// handoff queue is full: before, they waited for an owner that never came,
+/// and every maintenance retried all of them.
+#[test]
+fn slots_of_a_worker_that_no_longer_runs_are_freed_by_their_reclaimer() {
+    const KEYS: u64 = 3000; // more than an owner's handoff queue holds (1024)
+    for cc in CcKind::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = zen_engine::open(&fs_config(dir.path(), true, cc)).unwrap();
+        let t = engine.create_table(&accounts()).unwrap();
+        let lazy = TxnOptions { durability: Some(Durability::Lazy), ..Default::default() };
+        let mut w0 = engine.worker().unwrap();
+        let mut w1 = engine.worker().unwrap();
+        for chunk in (0..KEYS).collect::<Vec<_>>().chunks(100) {
+            w1.run(&lazy, |tx| chunk.iter().try_for_each(|&k| tx.insert(t, k, &row(k as i64))))
+                .unwrap();
+        }
+        drop(w1);
+        let before = engine.status().gc_reclaimed_slots;
+        for k in 0..KEYS {
+            w0.run(&lazy, |tx| tx.delete(t, k).map(|_| ())).unwrap();
+        }
+        for i in 0..64 {
+            w0.run(&lazy, |tx| tx.insert(t, KEYS + i, &row(0))).unwrap();
+            w0.sync().unwrap();
+        }
+        let s = engine.status();
+        // Each delete supersedes one of worker 1's slots; all of them are
+        // free again (a few tombstones of worker 0 may be too).
+        assert!(s.gc_reclaimed_slots - before >= KEYS, "{cc:?}: {s:?}");
+        engine.check_invariants().unwrap();
+        drop(w0);
+        engine.close().unwrap();
+    }
+}
+
 #[test]
 fn repeated_updates_of_a_key_rewrite_its_spare_and_a_delete_retires_it() {
     for cc in CcKind::ALL {

@@ -336,7 +336,7 @@ impl<B: PmemBackend> Shared<B> {
             let owner = self.slot_owner(g.slot);
             let mut region = t.heaps[owner].lock();
             if let Some(page) = region.free(g.slot) {
-                self.release_heap_page(owner, t, &mut region, page);
+                self.release_heap_page(thread, owner, t, &mut region, page);
             }
         }
         let freed = ready.len() as u64;

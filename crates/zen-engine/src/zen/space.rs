@@ -25,9 +25,12 @@
 //! last step, putting the slot back on a free list, belongs to the slot's
 //! *owner* (the worker whose region holds the page, who wrote the version):
 //! the holder frees its own slots directly and hands other owners' slots over
-//! a lock-free queue (`handoff.rs`) that the owner drains at its next fence.
-//! So a commit touches only its own pipeline and the regions of the tables it
-//! wrote, takes no other worker's lock, and a read-only commit touches none.
+//! a lock-free queue (`handoff.rs`) that the owner drains at its next fence;
+//! only when that queue is full (its owner does not run, or is behind) does
+//! the holder free the slot into the owner's region itself, under the
+//! region's mutex. So a commit touches only its own pipeline and the regions
+//! of the tables it wrote, takes no running worker's lock but in that case,
+//! and a read-only commit touches none.
 //! The `WorkerGc` mutex is taken by its worker once per maintenance; only the
 //! Zen+ exclusive stage (`adaptive.rs`, `reclaim_all`) takes another worker's,
 //! while that worker is idle.
@@ -156,9 +159,6 @@ pub struct WorkerGc {
     pub to_zero: Vec<Garbage>,
     /// Items whose zero store waits for the next fence (S1).
     pub zero_pending: Vec<Garbage>,
-    /// Durably zero slots of other owners whose handoff queue was full:
-    /// (table, slot), handed over again at the next maintenance.
-    pub handoff_overflow: Vec<(u32, u64)>,
 }
 
 impl WorkerGc {
@@ -168,7 +168,6 @@ impl WorkerGc {
             && self.tombstones.is_empty()
             && self.to_zero.is_empty()
             && self.zero_pending.is_empty()
-            && self.handoff_overflow.is_empty()
     }
 
     /// The next queued item that passed S2 (its Tx-CTS durable and below
@@ -208,8 +207,10 @@ struct PageSlots {
     live: u64,
 }
 
-/// One worker's heap region of one table. Only its owner mutates it (the
-/// mutex is uncontended but for recovery, status and the exclusive stage).
+/// One worker's heap region of one table. Its owner mutates it; others only
+/// under its mutex, which is uncontended but for recovery, status, the
+/// exclusive stage and a holder whose handoff to the owner found the queue
+/// full (`txn/maintain.rs`, `free_reclaimed`).
 #[derive(Debug)]
 pub struct HeapRegion {
     pub slot_size: u64,

@@ -81,7 +81,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         // S1: the zero stores of `zero_pending` were fenced just now.
         let mut zeroed = std::mem::take(&mut gc.zero_pending);
         for g in zeroed.drain(..) {
-            self.free_reclaimed(&mut gc, g.table, g.slot);
+            self.free_reclaimed(g.table, g.slot);
         }
         // The floors of `to_zero` were raised and flushed by this worker
         // before this fence (S4).
@@ -99,10 +99,6 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         gc.zero_pending = zeroed;
         gc.to_zero = to_zero;
         self.collect_ready(&mut gc);
-        let overflow = std::mem::take(&mut gc.handoff_overflow);
-        for &(table, slot) in &overflow {
-            self.free_reclaimed(&mut gc, table, slot);
-        }
         shared.gc_low[self.id].store(gc.pending_low(), Ordering::SeqCst);
         self.gc_idle = gc.is_idle();
     }
@@ -213,7 +209,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         for _ in 0..GC_BATCH {
             let Some(g) = gc.next_due(durable, watermark) else { break };
             if self.fault(Fault::ReuseWithoutZeroing) {
-                self.free_reclaimed(gc, g.table, g.slot);
+                self.free_reclaimed(g.table, g.slot);
                 continue;
             }
             if !self.fault(Fault::NoCommitFloor) {
@@ -293,19 +289,28 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     }
 
     /// A durably zero slot goes back to its owner's free list: directly if
-    /// it is ours, else through the owner's handoff queue.
-    fn free_reclaimed(&mut self, gc: &mut WorkerGc, table: u32, slot: u64) {
+    /// it is ours, else through the owner's handoff queue, or, when that is
+    /// full, directly into the owner's region under its lock. A queue stays
+    /// full when its owner does not run (a pool loaded by more workers than
+    /// now use it: nobody drains the queue of a worker id no thread holds);
+    /// keeping such slots for later retries held them forever and retried
+    /// all of them at every maintenance (a run reopened with fewer workers
+    /// than loaded it fell from 560k to 40k txn/s on YCSB-A).
+    fn free_reclaimed(&mut self, table: u32, slot: u64) {
         let owner = self.s.slot_owner(slot);
-        if owner == self.id {
-            self.free_own_slot(table, slot);
-        } else if !self.s.freed_slots_of(owner).push(u64::from(table), slot) {
-            gc.handoff_overflow.push((table, slot));
+        if owner == self.id || !self.s.freed_slots_of(owner).push(u64::from(table), slot) {
+            self.free_slot(owner, table, slot);
         }
     }
 
     /// Free one of this worker's slots and count it reclaimed.
     fn free_own_slot(&mut self, table: u32, slot: u64) {
-        self.return_own_slot(table, slot);
+        self.free_slot(self.id, table, slot);
+    }
+
+    /// Free a slot of `owner`'s region and count it reclaimed.
+    fn free_slot(&mut self, owner: usize, table: u32, slot: u64) {
+        self.return_slot(owner, table, slot);
         let reclaimed = &self.s.gc_reclaimed[self.id];
         reclaimed.store(reclaimed.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
@@ -313,10 +318,16 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// Put one of this worker's slots back on its region's free list (S5:
     /// release a page left empty).
     fn return_own_slot(&mut self, table: u32, slot: u64) {
+        self.return_slot(self.id, table, slot);
+    }
+
+    /// Put a slot back on `owner`'s region's free list, under the region's
+    /// lock (S5: release a page left empty, written by this thread).
+    fn return_slot(&mut self, owner: usize, table: u32, slot: u64) {
         let Some(t) = self.s.registry.get(table as usize) else { return };
-        let mut region = t.heaps[self.id].lock();
+        let mut region = t.heaps[owner].lock();
         if let Some(page) = region.free(slot) {
-            self.s.release_heap_page(self.id, t, &mut region, page);
+            self.s.release_heap_page(self.thread, owner, t, &mut region, page);
         }
     }
 
@@ -392,9 +403,11 @@ impl<B: PmemBackend> Shared<B> {
             .get_or_init(|| crate::zen::handoff::Handoff::new(FREED_SLOTS_CAPACITY))
     }
 
-    /// Release an empty heap page of `worker`'s region of `t` (S5).
+    /// Release an empty heap page of `worker`'s region of `t` (S5); the
+    /// page table store is `thread`'s, the thread doing it.
     pub(crate) fn release_heap_page(
         &self,
+        thread: u32,
         worker: usize,
         t: &crate::zen::table::Table,
         region: &mut crate::zen::space::HeapRegion,
@@ -403,7 +416,7 @@ impl<B: PmemBackend> Shared<B> {
         let owner = zen_pmem::PageOwner { table: t.id.0, worker: worker as u16 };
         // Free slots of the page are durably zero; the page table entry is the
         // only thing that changes, with one atomic store.
-        if self.pool.release_page(Shared::<B>::thread_of(worker), page, owner).is_ok() {
+        if self.pool.release_page(thread, page, owner).is_ok() {
             region.remove_page(page);
             self.page_worker[page as usize].store(u32::MAX, Ordering::Release);
         }

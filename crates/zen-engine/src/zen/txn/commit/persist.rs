@@ -175,7 +175,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 let t = &self.tables[w.table as usize];
                 let mut region = t.heaps[self.id].lock();
                 if let Some(page) = region.free(w.slot) {
-                    self.s.release_heap_page(self.id, t, &mut region, page);
+                    self.s.release_heap_page(self.thread, self.id, t, &mut region, page);
                 }
                 w.slot = 0;
             }

@@ -280,6 +280,11 @@ pub struct BenchArgs {
     /// transaction's first submission to its durable result.
     #[arg(long)]
     pub epoch_size: Option<usize>,
+    /// Directory for the temporary pool (default: /dev/shm, else $TMPDIR),
+    /// e.g. an fsdax mount, or a tmpfs mounted with huge=always so that the
+    /// pool sits on 2 MiB pages as a 2 MiB-aligned DAX mapping does.
+    #[arg(long, value_name = "DIR")]
+    pub pool_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

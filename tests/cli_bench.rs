@@ -94,6 +94,39 @@ fn out_dir_receives_summary_timeseries_and_config() {
 }
 
 #[test]
+fn pool_dir_holds_the_temporary_pool_and_the_report_counts_gc() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = zen()
+        .args(["bench", "ycsb", "--records", "2000", "-w", "a", "--pmem", "fs", "--pool-dir"])
+        .arg(dir.path())
+        .args(QUICK)
+        .output()
+        .unwrap();
+    let (out, stderr) =
+        (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert!(run.status.success(), "{stderr}");
+    let banner = format!("pool {}/zen-bench-", dir.path().display());
+    assert!(stderr.contains(&banner), "the pool is made in --pool-dir: {stderr}");
+    // Updates supersede slots, which the GC reclaims (or keeps as spares).
+    assert!(out.contains("gc per commit") && out.contains("kept as spares"), "{out}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "the temporary pool is removed: {left:?}");
+    let missing = dir.path().join("absent");
+    let out = zen()
+        .args(["bench", "ycsb", "--records", "200", "--pmem", "fs", "--pool-dir"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr
+            .contains(&format!("{}: cannot create a temporary pool directory", missing.display())),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn csv_format_prints_the_time_series() {
     let out = bench(&[
         "smallbank",

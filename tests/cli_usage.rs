@@ -78,6 +78,8 @@ fn invalid_combinations_are_refused() {
     assert!(err.contains("time series"), "{err}");
     let err = usage_error(&["load", "ycsb", "--pool", "/tmp/never-created.pool", "--pmem", "dram"]);
     assert!(err.contains("--pmem dram keeps nothing"), "{err}");
+    let err = usage_error(&["bench", "ycsb", "--pmem", "dram", "--pool-dir", "/tmp"]);
+    assert!(err.contains("--pool-dir /tmp: --pmem dram keeps no pool file"), "{err}");
 }
 
 #[test]

@@ -1,9 +1,10 @@
 //! `zen bench <workload>`: a self-contained benchmark on a temporary pool.
 //!
-//! The pool lives in `/dev/shm` when it exists (so a `fs` pool is backed by
-//! memory, as close to NVM as an ordinary machine gets) and in the system
-//! temporary directory otherwise; it is removed when the command ends,
-//! whether it succeeded or not.
+//! The pool lives in `--pool-dir` when given (an fsdax mount, or a tmpfs
+//! mounted with `huge=always` for 2 MiB pages), else in `/dev/shm` when it
+//! exists (so a `fs` pool is backed by memory, as close to NVM as an
+//! ordinary machine gets) and in the system temporary directory otherwise;
+//! it is removed when the command ends, whether it succeeded or not.
 
 use std::path::PathBuf;
 
@@ -26,9 +27,15 @@ pub fn bench(args: &BenchArgs) -> CliResult {
     let workload = workloads::from_flags(args.workload, &args.params, driver.threads, driver.seed)?;
     let pmem = resolve::backend(&args.engine.pmem)?;
     let dir = if pmem == zen_pmem::BackendKind::Dram {
+        if let Some(d) = &args.pool_dir {
+            return Err(CliError::Usage(format!(
+                "--pool-dir {}: --pmem dram keeps no pool file; give --pool-dir with fs, emu or dax",
+                d.display()
+            )));
+        }
         None
     } else {
-        let base = temp_base();
+        let base = args.pool_dir.clone().unwrap_or_else(temp_base);
         let dir = tempfile::Builder::new().prefix("zen-bench-").tempdir_in(&base).map_err(|e| {
             CliError::Failed(format!(
                 "{}: cannot create a temporary pool directory: {e}",

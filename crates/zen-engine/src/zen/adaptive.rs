@@ -280,14 +280,23 @@ impl<B: PmemBackend> Shared<B> {
     /// each worker (it may hold staged items this pass cannot see): it stays
     /// at most the truth, which S3 needs. Returns the slots freed.
     pub(crate) fn reclaim_all(&self, me: usize) -> u64 {
-        let thread = Shared::<B>::thread_of(me);
+        let freed = self.reclaim_pipelines(Shared::<B>::thread_of(me), |_| true);
+        self.gc_reclaimed[me].fetch_add(freed, Ordering::Relaxed);
+        self.adaptive.exclusive_reclaimed.fetch_add(freed, Ordering::Relaxed);
+        freed
+    }
+
+    /// `reclaim_all`'s pass over the pipelines of the workers `take` picks,
+    /// on `thread` (also `adopt_orphans`'s, for workers that are gone).
+    /// Returns the slots freed.
+    pub(crate) fn reclaim_pipelines(&self, thread: u32, take: impl Fn(usize) -> bool) -> u64 {
         let p = self.pool.persister(thread);
         let watermark = self.watermark();
         let mut ready: Vec<Garbage> = Vec::new();
         let mut taken_low = u64::MAX;
         let mut taken_from = vec![u64::MAX; self.regions];
         let mut flushed = Vec::new();
-        for (w, gc) in self.gc.iter().enumerate() {
+        for (w, gc) in self.gc.iter().enumerate().filter(|&(w, _)| take(w)) {
             let mut gc = gc.lock();
             let durable = self.durable_cts[w].load(Ordering::Acquire);
             while let Some(g) = gc.next_due(durable, watermark) {
@@ -339,9 +348,6 @@ impl<B: PmemBackend> Shared<B> {
                 self.release_heap_page(thread, owner, t, &mut region, page);
             }
         }
-        let freed = ready.len() as u64;
-        self.gc_reclaimed[me].fetch_add(freed, Ordering::Relaxed);
-        self.adaptive.exclusive_reclaimed.fetch_add(freed, Ordering::Relaxed);
-        freed
+        ready.len() as u64
     }
 }

@@ -48,6 +48,19 @@ use table::Table;
 /// Met-Cache entries every table keeps per worker region (C_min of §3.2).
 pub const MIN_CACHE_ENTRIES: u64 = 16;
 
+/// Which worker ids are held by a registered worker, and which were left
+/// with garbage still pending by a worker that is gone (`release_worker`).
+struct WorkerIds {
+    used: Vec<bool>,
+    orphaned: Vec<bool>,
+}
+
+impl WorkerIds {
+    fn new(ids: usize) -> WorkerIds {
+        WorkerIds { used: vec![false; ids], orphaned: vec![false; ids] }
+    }
+}
+
 /// State shared by all workers of one engine.
 pub struct Shared<B: PmemBackend> {
     pub pool: Pool<B>,
@@ -59,9 +72,12 @@ pub struct Shared<B: PmemBackend> {
     pub clock: Clock,
     /// Regions per table (= most workers, including workers found in the pool).
     pub regions: usize,
-    workers_in_use: Mutex<Vec<bool>>,
+    workers_in_use: Mutex<WorkerIds>,
     /// How many of `workers_in_use` are set (read per transaction by α).
     registered: AtomicU64,
+    /// How many worker ids are orphaned (`WorkerIds::orphaned`): read at
+    /// every maintenance, written only when a worker leaves or registers.
+    pub orphans: AtomicU64,
     /// Begin timestamp of each worker's running transaction, `u64::MAX` if idle.
     pub active_ts: Box<[CachePadded<AtomicU64>]>,
     /// Largest Tx-CTS of each worker known to be durable.
@@ -239,8 +255,9 @@ impl<B: PmemBackend> Shared<B> {
             tables_version: AtomicU64::new(0),
             clock,
             regions,
-            workers_in_use: Mutex::new(vec![false; config.max_workers.min(regions)]),
+            workers_in_use: Mutex::new(WorkerIds::new(config.max_workers.min(regions))),
             registered: AtomicU64::new(0),
+            orphans: AtomicU64::new(0),
             active_ts: per_worker(u64::MAX),
             durable_cts: per_worker(0),
             unfenced_lp: per_worker(0),
@@ -528,11 +545,19 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
 
     fn worker(&self) -> Result<Box<dyn EngineWorker + '_>> {
         let s = &self.shared;
-        let mut used = s.workers_in_use.lock();
-        let id = used.iter().position(|u| !u).ok_or(Error::TooManyWorkers { max: used.len() })?;
-        used[id] = true;
+        let mut ids = s.workers_in_use.lock();
+        let id = ids
+            .used
+            .iter()
+            .position(|u| !u)
+            .ok_or(Error::TooManyWorkers { max: ids.used.len() })?;
+        ids.used[id] = true;
+        // The id's new worker takes over what its predecessor left.
+        if std::mem::replace(&mut ids.orphaned[id], false) {
+            s.orphans.fetch_sub(1, Ordering::Relaxed);
+        }
         s.registered.fetch_add(1, Ordering::Relaxed);
-        drop(used);
+        drop(ids);
         s.rebalance_cache();
         Ok(Box::new(txn::ZenWorker::<B, P>::new(s, id)))
     }
@@ -624,12 +649,50 @@ impl<B: PmemBackend, P: Protocol> Engine for ZenEngine<B, P> {
 }
 
 impl<B: PmemBackend> Shared<B> {
+    /// Worker `id` leaves. Garbage it leaves pending (its versions not yet
+    /// below the watermark) makes the id *orphaned*: running workers' next
+    /// maintenance reclaims it (`adopt_orphans`), as the id's next user
+    /// would. Without that, a pending item would hold `gc_low[id]` down, and
+    /// with it every worker's tombstones (S3), until the id is used again.
     pub(crate) fn release_worker(&self, id: usize) {
-        let mut used = self.workers_in_use.lock();
-        if std::mem::replace(&mut used[id], false) {
+        let pending = !self.gc[id].lock().is_idle();
+        let mut ids = self.workers_in_use.lock();
+        if std::mem::replace(&mut ids.used[id], false) {
             self.registered.fetch_sub(1, Ordering::Relaxed);
         }
-        drop(used);
+        if pending && !std::mem::replace(&mut ids.orphaned[id], true) {
+            self.orphans.fetch_add(1, Ordering::Relaxed);
+        }
+        drop(ids);
         self.rebalance_cache();
+    }
+
+    /// Reclaim the garbage of orphaned worker ids (`release_worker`) on
+    /// `me`'s thread, as the exclusive stage does (`reclaim_pipelines`),
+    /// then set their `gc_low` to what is left (the items taken are durably
+    /// zero by then, so it may rise, which is what frees tombstones). Holds
+    /// the registry of ids throughout, so no worker takes an id over while
+    /// its pipeline is being reclaimed; skipped when another thread holds
+    /// it (the next maintenance tries again).
+    pub(crate) fn adopt_orphans(&self, me: usize) {
+        let Some(mut ids) = self.workers_in_use.try_lock() else { return };
+        let adopt: Vec<usize> =
+            (0..ids.used.len()).filter(|&w| ids.orphaned[w] && !ids.used[w]).collect();
+        if adopt.is_empty() {
+            return;
+        }
+        let freed = self.reclaim_pipelines(Shared::<B>::thread_of(me), |w| adopt.contains(&w));
+        for &w in &adopt {
+            let gc = self.gc[w].lock();
+            // Every item taken is durably zero now (the pass fenced): what is
+            // left is what `gc_low` must cover.
+            self.gc_low[w].store(gc.pending_low(), Ordering::SeqCst);
+            if gc.is_idle() {
+                ids.orphaned[w] = false;
+                self.orphans.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        drop(ids);
+        self.gc_reclaimed[me].fetch_add(freed, Ordering::Relaxed);
     }
 }

@@ -33,7 +33,10 @@
 //! and a read-only commit touches none.
 //! The `WorkerGc` mutex is taken by its worker once per maintenance; only the
 //! Zen+ exclusive stage (`adaptive.rs`, `reclaim_all`) takes another worker's,
-//! while that worker is idle.
+//! while that worker is idle, and a running worker takes that of a worker
+//! that left with items pending (`Shared::adopt_orphans`, the same pass):
+//! otherwise those items would hold its `gc_low`, and with it every
+//! tombstone (S3), until the id is used again.
 //!
 //! (S1) A slot is reused only after its word 1 was zeroed *durably* (hazard 1),
 //!      except by an update of the record whose spare it is (S7).
@@ -147,7 +150,8 @@ impl Garbage {
 }
 
 /// One worker's garbage pipeline (S1–S6). Only its worker changes it, except
-/// during a Zen+ exclusive stage (`reclaim_all`) while that worker is idle.
+/// during a Zen+ exclusive stage (`reclaim_all`) while that worker is idle
+/// and, once the worker is gone, `Shared::adopt_orphans`.
 #[derive(Debug, Default)]
 pub struct WorkerGc {
     /// Items whose reclamation conditions (S2, S3) are not yet known to hold.

@@ -232,7 +232,8 @@ impl<B: PmemBackend, P: Protocol> Drop for ZenWorker<'_, B, P> {
         // the second fence covers the slot zeroing the first one's
         // maintenance issued, and the last fence the zeroing and floor
         // raises of the second, so nothing of this worker is left pending
-        // (its pipeline keeps what is left for the worker id's next user).
+        // (what is left, versions still above the watermark, is reclaimed by
+        // the running workers, `Shared::adopt_orphans`, or the id's next user).
         let _ = EngineWorker::sync(self);
         let _ = EngineWorker::sync(self);
         self.s.pool.persister(self.thread).fence();

@@ -72,6 +72,12 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             self.floors_flushed.clear();
         }
         self.take_back_freed_slots();
+        // Garbage of workers that left (S3: their pending items hold every
+        // tombstone back). Our own staged items are covered: `retire_slot`
+        // lowered our `gc_low` for them.
+        if self.s.orphans.load(Ordering::Relaxed) != 0 {
+            self.s.adopt_orphans(self.id);
+        }
         if self.staged.is_empty() && self.gc_idle {
             return;
         }

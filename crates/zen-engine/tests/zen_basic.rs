@@ -358,6 +358,19 @@ fn deleted_keys_leave_the_ordered_index_under_every_protocol() {
 /// updates keep the heap where it was; the spare always holds an older
 /// version of the key (R4 of `check_invariants`); a delete retires the
 /// spare, and after GC and a reopen the key stays deleted.
+/// A new `fs` pool in a temporary directory (kept alive by the caller), a
+/// `cc` engine on it and the accounts table.
+fn fresh(cc: CcKind) -> (tempfile::TempDir, Box<dyn zen_engine::Engine>, zen_engine::TableId) {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = zen_engine::open(&fs_config(dir.path(), true, cc)).unwrap();
+    let t = engine.create_table(&accounts()).unwrap();
+    (dir, engine, t)
+}
+
+fn lazy() -> TxnOptions {
+    TxnOptions { durability: Some(Durability::Lazy), ..Default::default() }
+}
+
 /// Slots of a worker id that no longer runs (a pool loaded by more workers
 /// than now use it) are freed by whoever reclaims them once the owner's
 /// handoff queue is full: before, they waited for an owner that never came,
@@ -366,10 +379,8 @@ fn deleted_keys_leave_the_ordered_index_under_every_protocol() {
 fn slots_of_a_worker_that_no_longer_runs_are_freed_by_their_reclaimer() {
     const KEYS: u64 = 3000; // more than an owner's handoff queue holds (1024)
     for cc in CcKind::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let engine = zen_engine::open(&fs_config(dir.path(), true, cc)).unwrap();
-        let t = engine.create_table(&accounts()).unwrap();
-        let lazy = TxnOptions { durability: Some(Durability::Lazy), ..Default::default() };
+        let (_dir, engine, t) = fresh(cc);
+        let lazy = lazy();
         let mut w0 = engine.worker().unwrap();
         let mut w1 = engine.worker().unwrap();
         for chunk in (0..KEYS).collect::<Vec<_>>().chunks(100) {
@@ -403,10 +414,8 @@ fn slots_of_a_worker_that_no_longer_runs_are_freed_by_their_reclaimer() {
 #[test]
 fn garbage_left_by_a_worker_that_left_is_reclaimed_and_tombstones_go() {
     for cc in CcKind::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let engine = zen_engine::open(&fs_config(dir.path(), true, cc)).unwrap();
-        let t = engine.create_table(&accounts()).unwrap();
-        let lazy = TxnOptions { durability: Some(Durability::Lazy), ..Default::default() };
+        let (_dir, engine, t) = fresh(cc);
+        let lazy = lazy();
         let mut w0 = engine.worker().unwrap();
         w0.run(&lazy, |tx| (0..1000).try_for_each(|k| tx.insert(t, k, &row(0)))).unwrap();
         w0.sync().unwrap();
@@ -452,11 +461,9 @@ fn garbage_left_by_a_worker_that_left_is_reclaimed_and_tombstones_go() {
 #[test]
 fn repeated_updates_of_a_key_rewrite_its_spare_and_a_delete_retires_it() {
     for cc in CcKind::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let engine = zen_engine::open(&fs_config(dir.path(), true, cc)).unwrap();
-        let t = engine.create_table(&accounts()).unwrap();
+        let (dir, engine, t) = fresh(cc);
         let mut w = engine.worker().unwrap();
-        let lazy = TxnOptions { durability: Some(Durability::Lazy), ..Default::default() };
+        let lazy = lazy();
         w.run(&lazy, |tx| (0..2).try_for_each(|k| tx.insert(t, k, &row(0)))).unwrap();
         let pages = engine.status().tables[0].heap_pages;
         const UPDATES: i64 = 3000;

@@ -152,7 +152,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         // Not counted again: they were counted as reclaimed when they
         // became spares.
         for &(table, slot) in &swept {
-            self.return_own_slot(table, slot);
+            self.return_slot(self.id, table, slot);
         }
         let staged_low =
             self.staged.iter().filter(|g| !g.tombstone).map(|g| g.cts).min().unwrap_or(u64::MAX);
@@ -309,22 +309,11 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         }
     }
 
-    /// Free one of this worker's slots and count it reclaimed.
-    fn free_own_slot(&mut self, table: u32, slot: u64) {
-        self.free_slot(self.id, table, slot);
-    }
-
     /// Free a slot of `owner`'s region and count it reclaimed.
     fn free_slot(&mut self, owner: usize, table: u32, slot: u64) {
         self.return_slot(owner, table, slot);
         let reclaimed = &self.s.gc_reclaimed[self.id];
         reclaimed.store(reclaimed.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-    }
-
-    /// Put one of this worker's slots back on its region's free list (S5:
-    /// release a page left empty).
-    fn return_own_slot(&mut self, table: u32, slot: u64) {
-        self.return_slot(self.id, table, slot);
     }
 
     /// Put a slot back on `owner`'s region's free list, under the region's
@@ -345,7 +334,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         }
         for _ in 0..FREED_SLOTS_CAPACITY {
             let Some((table, slot)) = queue.pop() else { break };
-            self.free_own_slot(table as u32, slot);
+            self.free_slot(self.id, table as u32, slot);
         }
     }
 }

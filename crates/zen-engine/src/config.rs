@@ -327,14 +327,20 @@ pub enum RaceFault {
     /// protocol's own code path (every engine re-scans through the index);
     /// injected through TicToc's.
     RescanIgnoresUnlinks,
+    /// Copy-on-foreign-write leaves the original entry's version word as it
+    /// was, not obsolete: single-version read validation trusts an
+    /// unchanged word without the location word (C6 of `zen/cache.rs`), so
+    /// a read of the original passes after the record moved to the copy.
+    CopyLeavesOriginalValid,
 }
 
 impl RaceFault {
-    pub const ALL: [RaceFault; 4] = [
+    pub const ALL: [RaceFault; 5] = [
         RaceFault::NoLocationRecheck,
         RaceFault::TictocExtendUnderLock,
         RaceFault::TictocReadOnlyAtZero,
         RaceFault::RescanIgnoresUnlinks,
+        RaceFault::CopyLeavesOriginalValid,
     ];
 
     /// The protocol whose code path the fault breaks.
@@ -344,6 +350,7 @@ impl RaceFault {
             RaceFault::TictocExtendUnderLock
             | RaceFault::TictocReadOnlyAtZero
             | RaceFault::RescanIgnoresUnlinks => CcKind::Tictoc,
+            RaceFault::CopyLeavesOriginalValid => CcKind::Silo,
         }
     }
 }

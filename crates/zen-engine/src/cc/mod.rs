@@ -130,7 +130,7 @@ pub trait Protocol: Send + Sync + 'static {
     /// Called with the write set locked, for every read when
     /// `VALIDATES_READS`. The default is Silo's check (`silo.rs`).
     fn read_still_valid<V: CommitView>(view: &V, r: &ReadItem, _logical: u64) -> bool {
-        silo::read_still_valid(view, r)
+        silo::read_still_valid(view, r, Self::MULTI_VERSION)
     }
 }
 

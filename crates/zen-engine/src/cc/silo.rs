@@ -79,23 +79,31 @@ pub fn unlock(word: &AtomicU64, previous: u64) {
 
 /// Commit-time validation of the read `r` (the default of
 /// [`Protocol::read_still_valid`]; Silo, OCC and Hekaton use it): the
-/// record's location is unchanged, and so is the version word, which no
-/// other transaction has locked.
+/// record still has the version read, and no other transaction has it
+/// locked. `chained` = the protocol keeps version chains (`MULTI_VERSION`).
 ///
 /// An unchanged empty or heap location is the same version: a heap slot is
-/// not reclaimed while the transaction runs (S2 of `zen/space.rs`). A
-/// multi-version install points the record at its new head *before* it
-/// unlocks the old head with the old head's word unchanged (the version
-/// stays valid for older snapshots), so the unlocked, unchanged word alone
-/// does not prove the version is still the newest: the location is checked
-/// again after the word (found by the shuttle schedules, `tests/schedules.rs`:
-/// hekaton committed write skews before).
-pub fn read_still_valid<V: CommitView>(view: &V, r: &ReadItem) -> bool {
-    if view.location_now(r) != r.loc {
-        return false;
+/// not reclaimed while the transaction runs (S2 of `zen/space.rs`).
+///
+/// A version read from a Met-Cache entry: for single-version protocols the
+/// entry's word alone decides. A record leaves an entry only while the
+/// entry is locked, and the entry is then left obsolete (eviction, the copy
+/// of C2, N1's move) and not reused while this transaction runs (C4, C6 of
+/// `zen/cache.rs`): an unlocked word equal to the one read proves the
+/// record still points at the entry, so the location word (a dependent miss
+/// per read) is not loaded again. A multi-version install points the record
+/// at its new head *before* it unlocks the old head with the old head's
+/// word unchanged (the version stays valid for older snapshots), so there
+/// the unchanged word does not prove the version is still the newest: the
+/// location is checked before and after the word (found by the shuttle
+/// schedules, `tests/schedules.rs`: hekaton committed write skews before).
+pub fn read_still_valid<V: CommitView>(view: &V, r: &ReadItem, chained: bool) -> bool {
+    let Some(cc) = view.entry_cc(r.table, r.loc) else { return view.location_now(r) == r.loc };
+    if !chained {
+        return still_valid(&cc[0], r.observed, view.holds_write_lock(r));
     }
-    let Some(cc) = view.entry_cc(r.table, r.loc) else { return true };
-    still_valid(&cc[0], r.observed, view.holds_write_lock(r))
+    view.location_now(r) == r.loc
+        && still_valid(&cc[0], r.observed, view.holds_write_lock(r))
         && (view.race(RaceFault::NoLocationRecheck) || view.location_now(r) == r.loc)
 }
 

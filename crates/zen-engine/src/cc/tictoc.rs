@@ -59,11 +59,13 @@ impl Protocol for TicToc {
     }
 
     /// The version read is still current at `commit_ts` (extend its rts).
+    /// A version read from an entry is decided by the entry's words alone,
+    /// as in Silo's check (C6 of `zen/cache.rs`); an empty record by its
+    /// location word.
     fn read_still_valid<V: CommitView>(view: &V, r: &ReadItem, commit_ts: u64) -> bool {
-        if view.location_now(r) != r.loc {
-            return false;
-        }
-        let Some(cc) = view.entry_cc(r.table, r.loc) else { return V::is_empty_location(r.loc) };
+        let Some(cc) = view.entry_cc(r.table, r.loc) else {
+            return V::is_empty_location(r.loc) && view.location_now(r) == r.loc;
+        };
         let mine = view.holds_write_lock(r);
         loop {
             let word = cc[0].load(Ordering::Acquire);

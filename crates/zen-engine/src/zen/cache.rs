@@ -32,6 +32,13 @@
 //!      The hint is best-effort (a full queue drops it; the hand still finds
 //!      the entry), and an entry is retired only while it still carries the
 //!      copy flag and a record, so a hint never retires an entry twice.
+//! (C6) Single-version protocols: a record's location leaves an entry only
+//!      while the entry's version word is locked, and the word is then left
+//!      obsolete (eviction, C2's copy, a NUMA move). With C4, an unlocked
+//!      word equal to the one a running transaction read proves the record
+//!      still points at the entry: read validation loads the word alone
+//!      (`cc::silo::read_still_valid`). Version chains break this (a new
+//!      head is linked before the old one unlocks, unchanged).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -31,7 +31,7 @@ use zen_pmem::PmemBackend;
 
 use super::super::{WriteItem, WriteKind, ZenWorker};
 use crate::cc::{Protocol, silo};
-use crate::config::Fault;
+use crate::config::{Fault, RaceFault};
 use crate::zen::cache::{FLAG_COPY, LOC_EMPTY, loc_cached, loc_entry};
 use crate::zen::space::Garbage;
 use crate::zen::table::{SPARE_DEAD, Table, spare_slot};
@@ -129,7 +129,11 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         if let Some(copy) = copy {
             self.install_copy(t, w.rid, w.key, copy, new_row, v);
             entry.flags.fetch_or(FLAG_COPY, Ordering::AcqRel);
-            entry.cc[0].store(silo::OBSOLETE | (prev & !silo::LOCK), Ordering::Release);
+            // Obsolete before unlocked: single-version read validation
+            // trusts the word alone (C6 of `cache.rs`).
+            let obsolete =
+                if self.race(RaceFault::CopyLeavesOriginalValid) { 0 } else { silo::OBSOLETE };
+            entry.cc[0].store(obsolete | (prev & !silo::LOCK), Ordering::Release);
             // C5: the owner retires the original at its next allocation.
             t.caches[owner].push_copied(idx);
             return;

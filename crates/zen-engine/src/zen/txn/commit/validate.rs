@@ -39,16 +39,21 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             return Err(Error::Abort(AbortReason::Phantom));
         }
         if P::VALIDATES_READS {
-            // Each check loads the record's location word and the entry's
-            // version word, both usually evicted since the read: start all
-            // the loads first so the misses overlap instead of queueing.
+            // Each check loads the entry's version word, and the record's
+            // location word where the version was not cached or versions
+            // are chained (`silo::read_still_valid`), usually evicted since
+            // the read: start all the loads first so the misses overlap
+            // instead of queueing.
             for r in &self.reads {
                 let t = &self.tables[r.table as usize];
-                zen_pmem::cpu::prefetch(t.records.loc(r.rid));
-                if let Some((owner, idx)) = loc_entry(r.loc)
-                    && owner < t.caches.len()
-                {
-                    zen_pmem::cpu::prefetch(&t.caches[owner].entry(idx).cc[0]);
+                match loc_entry(r.loc) {
+                    Some((owner, idx)) if owner < t.caches.len() => {
+                        zen_pmem::cpu::prefetch(&t.caches[owner].entry(idx).cc[0]);
+                        if P::MULTI_VERSION {
+                            zen_pmem::cpu::prefetch(t.records.loc(r.rid));
+                        }
+                    }
+                    _ => zen_pmem::cpu::prefetch(t.records.loc(r.rid)),
                 }
             }
             for r in &self.reads {

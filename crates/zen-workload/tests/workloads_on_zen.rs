@@ -136,3 +136,22 @@ fn a_timed_run_reports_its_measured_interval_and_samples() {
         assert!(run.nvm.bytes_written > 0, "updates persist to NVM");
     }
 }
+
+/// `load_parallel_by` registers its loaders in thread order before any
+/// starts: on an engine with no other worker, thread `t` is worker `t` and
+/// runs exactly the parts `owner` gives it (the driver registers its
+/// workers the same way, so a workload's thread `t` runs as worker `t`).
+#[test]
+fn a_parallel_load_runs_each_part_as_the_worker_its_owner_names() {
+    let engine = engine(CcKind::Silo);
+    let seen = std::sync::Mutex::new(Vec::new());
+    let owner = |part: usize, threads: usize| (part * 7 + 1) % threads;
+    meta::load_parallel_by(engine.as_ref(), 3, 10, &owner, &|loader, part| {
+        seen.lock().unwrap().push((part, loader.worker_id()));
+        Ok(())
+    })
+    .unwrap();
+    let mut seen = seen.into_inner().unwrap();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..10).map(|p| (p, owner(p, 3))).collect::<Vec<_>>());
+}

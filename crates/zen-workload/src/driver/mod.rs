@@ -293,12 +293,21 @@ pub fn run_benchmark<W: Workload>(
         adaptive: engine.adaptive_stats(),
         counters: engine.counters(),
     };
+    // Registered here, in index order, not by the threads as they start:
+    // on an engine with no other worker, thread `i` is then worker `i`
+    // every run, the worker whose regions the load filled with the rows
+    // thread `i` works on (`meta::load_parallel_by`; TPC-C's home
+    // warehouses). Racing threads paired them at random.
+    let workers = (0..config.threads).map(|_| engine.worker()).collect::<Result<Vec<_>, _>>()?;
     std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..config.threads)
-            .map(|i| {
+        let handles: Vec<_> = workers
+            .into_iter()
+            .enumerate()
+            .map(|(i, worker)| {
                 let shared = &shared;
                 let router = router.as_ref();
-                scope.spawn(move || worker_main(engine, workload, config, shared, router, i))
+                scope
+                    .spawn(move || worker_main(worker, engine, workload, config, shared, router, i))
             })
             .collect();
         let timing = coordinate(engine, config, &shared, &handles, start, progress);
@@ -550,6 +559,7 @@ impl Sampler {
 
 /// One worker thread: generate, execute with retries, count.
 fn worker_main<W: Workload>(
+    worker: Box<dyn EngineWorker + '_>,
     engine: &dyn Engine,
     workload: &W,
     config: &DriverConfig,
@@ -557,7 +567,7 @@ fn worker_main<W: Workload>(
     router: Option<&Router<'_, W::Request>>,
     index: usize,
 ) -> Result<WorkerStats> {
-    let result = worker_loop(engine, workload, config, shared, router, index);
+    let result = worker_loop(worker, engine, workload, config, shared, router, index);
     if result.is_err() {
         // Stop the others: the run has failed.
         shared.phase.store(STOP, Ordering::Release);
@@ -566,6 +576,7 @@ fn worker_main<W: Workload>(
 }
 
 fn worker_loop<W: Workload>(
+    mut worker: Box<dyn EngineWorker + '_>,
     engine: &dyn Engine,
     workload: &W,
     config: &DriverConfig,
@@ -573,7 +584,6 @@ fn worker_loop<W: Workload>(
     router: Option<&Router<'_, W::Request>>,
     index: usize,
 ) -> Result<WorkerStats> {
-    let mut worker = engine.worker()?;
     pin_to_node(engine, worker.id())?;
     let mut keys = Vec::with_capacity(64);
     let mut done = 0u64;

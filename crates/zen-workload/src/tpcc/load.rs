@@ -1,9 +1,11 @@
 //! The TPC-C initial population (clause 4.3.3), scaled by [`TpccSpec`].
 //!
-//! The load is split into independent parts that [`meta::load_parallel`]
+//! The load is split into independent parts that [`meta::load_parallel_by`]
 //! spreads over threads: part 0 is ITEM, parts `1..=W` are a warehouse and
 //! its STOCK, and the remaining `10 W` parts are one district each with its
-//! customers, history, orders, order lines and new orders. Every part seeds
+//! customers, history, orders, order lines and new orders. A warehouse's
+//! parts are loaded by the thread (the worker) that has it as a home
+//! warehouse in a run with as many threads. Every part seeds
 //! its own generator from the load seed and its part number, so a load is
 //! reproducible whatever the thread count.
 
@@ -32,7 +34,8 @@ pub fn load(config: &TpccConfig, engine: &dyn Engine, threads: usize) -> Result<
     let spec = &config.spec;
     let w = spec.warehouses as usize;
     let parts = 1 + w + w * DISTRICTS as usize;
-    meta::load_parallel(engine, threads, parts, &|loader, part| {
+    let owner = |part: usize, threads: usize| part_owner(w, part, threads);
+    meta::load_parallel_by(engine, threads, parts, &owner, &|loader, part| {
         let mut rng = SmallRng::seed_from_u64(
             config.load_seed ^ (part as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
         );
@@ -46,6 +49,20 @@ pub fn load(config: &TpccConfig, engine: &dyn Engine, threads: usize) -> Result<
         }
     })?;
     meta::finish_load(engine)
+}
+
+/// The thread (of `threads`) that loads `part` of a population of
+/// `warehouses`: a warehouse's parts go to the thread whose worker has it
+/// as a home warehouse in a run with as many threads
+/// (`Tpcc::home_warehouses`: (w − 1) mod workers), ITEM to thread 0; with
+/// more threads than warehouses, round robin.
+pub(super) fn part_owner(warehouses: usize, part: usize, threads: usize) -> usize {
+    match part {
+        _ if threads > warehouses => part % threads,
+        0 => 0,
+        p if p <= warehouses => (p - 1) % threads,
+        p => (p - 1 - warehouses) / DISTRICTS as usize % threads,
+    }
 }
 
 fn put_i32(row_bytes: &mut [u8], at: usize, v: u64) {

@@ -14,8 +14,10 @@
 //! What differs, and why:
 //! - No terminals, keying or think times: this is an engine benchmark, so
 //!   each driver worker submits transactions back to back, like DBx1000. A
-//!   worker's home warehouses are `w ≡ worker (mod workers)`, or `worker mod
-//!   W` when there are more workers than warehouses.
+//!   worker's home warehouses are `w − 1 ≡ worker (mod workers)`, or
+//!   `worker mod W` when there are more workers than warehouses; the load
+//!   writes each home warehouse as the worker that will run it
+//!   (`load::part_owner`).
 //! - Delivery runs as one ordinary transaction over the ten districts, not
 //!   deferred through a queue.
 //! - Items of one order are distinct (so no stock row is updated twice in a
@@ -269,6 +271,28 @@ impl Workload for Tpcc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_warehouse_is_loaded_by_the_worker_that_has_it_as_home() {
+        let tpcc = Tpcc::new(TpccConfig { spec: TpccSpec::full(6), load_seed: 1 }).unwrap();
+        let w = 6usize;
+        for threads in 1..=w {
+            for worker in 0..threads {
+                for home in tpcc.home_warehouses(worker, threads) {
+                    let h = home as usize;
+                    let districts =
+                        (0..DISTRICTS as usize).map(|d| 1 + w + (h - 1) * DISTRICTS as usize + d);
+                    for part in std::iter::once(h).chain(districts) {
+                        assert_eq!(load::part_owner(w, part, threads), worker, "part {part}");
+                    }
+                }
+            }
+        }
+        assert_eq!(load::part_owner(w, 0, 4), 0, "ITEM");
+        // More threads than warehouses: round robin over every thread.
+        let owners: Vec<_> = (0..67).map(|p| load::part_owner(w, p, 8)).collect();
+        assert!((0..8).all(|t| owners.contains(&t)));
+    }
 
     #[test]
     fn home_warehouses_partition_the_warehouses_among_workers() {

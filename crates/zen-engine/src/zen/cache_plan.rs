@@ -18,8 +18,10 @@
 //! tables that grow (or were empty when planned) still have room.
 //!
 //! The engine plans once per table creation and after recovery (f_i unknown:
-//! equal), and again whenever `Engine::rebalance_cache` is called with measured
-//! f_i (the benchmark driver calls it after warm-up).
+//! equal), again whenever `Engine::rebalance_cache` is called with measured
+//! f_i (the benchmark driver calls it after warm-up), and when a region at its
+//! limit belongs to a table that has grown by a quarter since the last plan
+//! (`Shared::replan_if_grown`).
 
 /// What the planner knows of one table.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -118,6 +118,9 @@ pub struct Table {
     pub persist_rank: u32,
     /// Entries each worker region of this table may hold (the cache plan's C_i).
     pub cache_limit: std::sync::atomic::AtomicU32,
+    /// Record ids reserved (`Records::count`) when the cache plan was last
+    /// made: the size the plan assumed (`Shared::replan_if_grown`).
+    pub planned_records: std::sync::atomic::AtomicU64,
     /// Multi-version protocols: largest timestamp that scanned each key bucket
     /// (phantom protection for inserts by older transactions), and the whole table.
     pub scan_rts: Box<[std::sync::atomic::AtomicU64]>,
@@ -156,6 +159,7 @@ impl Table {
             schema,
             persist_rank,
             cache_limit: std::sync::atomic::AtomicU32::new(cache_entries_per_region),
+            planned_records: std::sync::atomic::AtomicU64::new(0),
             accesses: (0..regions).map(|_| Default::default()).collect(),
             scan_rts: (0..SCAN_BUCKETS).map(|_| Default::default()).collect(),
             scan_rts_all: Default::default(),

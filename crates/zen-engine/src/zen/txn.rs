@@ -398,6 +398,9 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
     /// is what keeps that reserve: a region that let them grow to its capacity
     /// would find every reusable entry still waiting and refuse transactions.
     ///
+    /// A region at its share first asks whether the plan is stale
+    /// (`Shared::replan_if_grown`: the table grew by a quarter since).
+    ///
     /// At the share, one call evicts a batch (1/32 of the share, 1 to 64
     /// entries) rather than the one entry it needs: the hand's pass and its
     /// clock stamp then serve the next misses too. Evicting one victim per
@@ -406,8 +409,11 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         const EVICT_BATCH: u32 = 64;
         let region = &t.caches[self.id];
         region.drain_retire_inbox(|| self.s.clock.now());
-        let limit = t.cache_limit.load(Ordering::Relaxed);
+        let mut limit = t.cache_limit.load(Ordering::Relaxed);
         let used = region.used();
+        if used >= limit && self.s.replan_if_grown(t) {
+            limit = t.cache_limit.load(Ordering::Relaxed);
+        }
         if used >= limit {
             let batch = (limit / 32).clamp(1, EVICT_BATCH);
             self.evict(t, (used - limit + batch).min(EVICT_BATCH) as usize);

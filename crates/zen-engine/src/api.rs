@@ -453,7 +453,11 @@ pub trait Engine: Send + Sync {
     fn create_table(&self, schema: &TableSchema) -> Result<TableId>;
     fn table_id(&self, name: &str) -> Result<TableId>;
     fn schema(&self, table: TableId) -> Result<TableSchema>;
-    /// Register a worker for the calling thread.
+    /// Register a worker (one thread uses it at a time; it may be handed to
+    /// another thread). It takes the lowest free worker id, so workers
+    /// registered one after another on an engine with none get 0, 1, …
+    /// (the benchmark driver and `Loader`s rely on it to pair thread `i`
+    /// with worker `i`).
     fn worker(&self) -> Result<Box<dyn EngineWorker + '_>>;
     /// Sum of every worker's NVM counters.
     fn pmem_counters(&self) -> CounterSnapshot;

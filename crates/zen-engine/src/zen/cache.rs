@@ -104,51 +104,109 @@ struct RegionState {
 }
 
 /// A set of entry indices with "take the lowest" and "remove this one", as
-/// a bitmap: no allocation per operation (a `BTreeSet` allocated and freed
-/// nodes as entries came and went, about one allocation per Zen insert).
+/// a hierarchical bitmap: no allocation per operation (a `BTreeSet`
+/// allocated and freed nodes as entries came and went, about one allocation
+/// per Zen insert), and O(log64 n) per operation. Level 0 has one bit per
+/// entry; bit `j` of level `l + 1` is set when word `j` of level `l` is not
+/// zero; the top level is one word. (A flat bitmap that scanned forward from
+/// its lowest non-empty word was 86 % of `allocate` on YCSB-A with 2
+/// workers: copies freed entries scattered over a 1M-entry region, and each
+/// allocation walked the empty words between them.)
 #[derive(Default)]
 struct FreeSet {
-    words: Vec<u64>,
+    levels: Vec<Vec<u64>>,
     len: usize,
-    /// No set bit below word `lowest`.
-    lowest: usize,
 }
 
 impl FreeSet {
-    fn insert(&mut self, index: u32) {
-        let (w, bit) = (index as usize / 64, 1u64 << (index % 64));
-        if w >= self.words.len() {
-            self.words.resize(w + 1, 0);
+    /// Make room for `index` in level 0, keeping the upper levels a summary.
+    fn grow_for(&mut self, index: u32) {
+        let words = index as usize / 64 + 1;
+        if self.levels.first().is_some_and(|l0| l0.len() >= words) {
+            return;
         }
-        if self.words[w] & bit == 0 {
-            self.words[w] |= bit;
-            self.len += 1;
-            self.lowest = self.lowest.min(w);
+        // Grow geometrically, so that a region filled one entry at a time
+        // resizes O(log n) times.
+        if self.levels.is_empty() {
+            self.levels.push(Vec::new());
+        }
+        let mut want = words.max(2 * self.levels[0].len());
+        let mut l = 0;
+        loop {
+            if l == self.levels.len() {
+                // A new top level summarising the level below it.
+                let below = &self.levels[l - 1];
+                let mut top = vec![0u64; want];
+                for (j, &w) in below.iter().enumerate() {
+                    if w != 0 {
+                        top[j / 64] |= 1 << (j % 64);
+                    }
+                }
+                self.levels.push(top);
+            } else if self.levels[l].len() < want {
+                self.levels[l].resize(want, 0);
+            }
+            if want == 1 {
+                break;
+            }
+            want = want.div_ceil(64);
+            l += 1;
+        }
+    }
+
+    fn insert(&mut self, index: u32) {
+        self.grow_for(index);
+        let (w, bit) = (index as usize / 64, 1u64 << (index % 64));
+        let was = self.levels[0][w];
+        if was & bit != 0 {
+            return;
+        }
+        self.levels[0][w] = was | bit;
+        self.len += 1;
+        // A word that became non-empty is marked in the level above, and so on.
+        let mut i = w;
+        let mut was = was;
+        for level in &mut self.levels[1..] {
+            if was != 0 {
+                break;
+            }
+            let (w, bit) = (i / 64, 1u64 << (i % 64));
+            was = level[w];
+            level[w] = was | bit;
+            i = w;
         }
     }
 
     fn remove(&mut self, index: u32) -> bool {
         let (w, bit) = (index as usize / 64, 1u64 << (index % 64));
-        if self.words.get(w).is_some_and(|word| word & bit != 0) {
-            self.words[w] &= !bit;
-            self.len -= 1;
-            return true;
+        if !self.levels.first().and_then(|l0| l0.get(w)).is_some_and(|word| word & bit != 0) {
+            return false;
         }
-        false
+        self.len -= 1;
+        let mut i = index as usize;
+        for level in &mut self.levels {
+            let (w, bit) = (i / 64, 1u64 << (i % 64));
+            level[w] &= !bit;
+            if level[w] != 0 {
+                break;
+            }
+            i = w;
+        }
+        true
     }
 
     fn pop_first(&mut self) -> Option<u32> {
         if self.len == 0 {
             return None;
         }
-        while self.words[self.lowest] == 0 {
-            self.lowest += 1;
+        // Descend from the top word along the lowest set bits.
+        let mut i = 0usize;
+        for level in self.levels.iter().rev() {
+            i = i * 64 + level[i].trailing_zeros() as usize;
         }
-        let word = &mut self.words[self.lowest];
-        let bit = word.trailing_zeros();
-        *word &= *word - 1;
-        self.len -= 1;
-        Some((self.lowest * 64) as u32 + bit)
+        let index = i as u32;
+        self.remove(index);
+        Some(index)
     }
 
     fn len(&self) -> usize {
@@ -538,6 +596,36 @@ mod tests {
         assert_eq!(f.pop_first(), Some(64));
         assert_eq!(f.pop_first(), Some(130));
         assert_eq!((f.pop_first(), f.len()), (None, 0));
+    }
+
+    proptest::proptest! {
+        /// The hierarchical free set behaves as an ordered set, whatever
+        /// the order of inserts, removes and pops, across level boundaries
+        /// (indices up to 300,000: three levels).
+        #[test]
+        fn the_free_set_is_an_ordered_set(
+            ops in proptest::collection::vec((0u8..3, 0u32..300_000, 0u32..70), 1..400)
+        ) {
+            let mut f = FreeSet::default();
+            let mut model = std::collections::BTreeSet::new();
+            for (op, far, near) in ops {
+                // Half the indices are near 0, so that pops and levels interact.
+                let index = if far % 2 == 0 { far } else { near };
+                match op {
+                    0 => {
+                        f.insert(index);
+                        model.insert(index);
+                    }
+                    1 => proptest::prop_assert_eq!(f.remove(index), model.remove(&index)),
+                    _ => proptest::prop_assert_eq!(f.pop_first(), model.pop_first()),
+                }
+                proptest::prop_assert_eq!(f.len(), model.len());
+            }
+            while let Some(i) = model.pop_first() {
+                proptest::prop_assert_eq!(f.pop_first(), Some(i));
+            }
+            proptest::prop_assert_eq!(f.pop_first(), None);
+        }
     }
 
     #[test]

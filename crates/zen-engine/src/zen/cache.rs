@@ -414,22 +414,24 @@ impl CacheRegion {
     /// the clock time `now()` (asked only when there is something to retire).
     pub fn drain_retire_inbox(&self, now: impl FnOnce() -> u64) -> usize {
         let copied = self.copied.get().filter(|q| q.maybe_nonempty());
-        if self.retire_pending.load(Ordering::Acquire) == 0 && copied.is_none() {
+        let detached = self.retire_pending.load(Ordering::Acquire) != 0;
+        if !detached && copied.is_none() {
             return 0;
         }
         let now = now();
         let mut n = 0;
-        {
-            let mut inbox = self.retire_inbox.lock();
+        // The inbox (MVCC chain cuts) is locked only when something waits in
+        // it: copies (C5) come through the lock-free queue, one state lock.
+        let inbox = detached.then(|| self.retire_inbox.lock());
+        let mut s = self.state.lock();
+        if let Some(mut inbox) = inbox {
             self.retire_pending.fetch_sub(inbox.len() as u64, Ordering::AcqRel);
-            let mut s = self.state.lock();
             for index in inbox.drain(..) {
                 s.retired.push_back((index, now));
                 n += 1;
             }
         }
         if let Some(queue) = copied {
-            let mut s = self.state.lock();
             for _ in 0..COPIED_CAPACITY {
                 let Some((index, _)) = queue.pop() else { break };
                 let e = self.entry(index as u32);

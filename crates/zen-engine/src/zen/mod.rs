@@ -80,6 +80,9 @@ pub struct Shared<B: PmemBackend> {
     pub orphans: AtomicU64,
     /// Begin timestamp of each worker's running transaction, `u64::MAX` if idle.
     pub active_ts: Box<[CachePadded<AtomicU64>]>,
+    /// The largest watermark any worker computed for reuse decisions
+    /// (`refresh_reuse_watermark`); 0 until the first.
+    reuse_watermark: CachePadded<AtomicU64>,
     /// Largest Tx-CTS of each worker known to be durable.
     pub durable_cts: Box<[CachePadded<AtomicU64>]>,
     /// Pool offset of the LP word of each worker's newest lazy commit, stored
@@ -259,6 +262,7 @@ impl<B: PmemBackend> Shared<B> {
             registered: AtomicU64::new(0),
             orphans: AtomicU64::new(0),
             active_ts: per_worker(u64::MAX),
+            reuse_watermark: CachePadded::new(AtomicU64::new(0)),
             durable_cts: per_worker(0),
             unfenced_lp: per_worker(0),
             floors: per_worker(0),
@@ -294,6 +298,21 @@ impl<B: PmemBackend> Shared<B> {
     pub fn watermark(&self) -> u64 {
         let now = self.clock.now();
         self.active_ts.iter().map(|a| a.load(Ordering::Acquire)).fold(now, u64::min)
+    }
+
+    /// Compute the watermark and publish it for reuse decisions, if it is
+    /// above the one published.
+    pub fn refresh_reuse_watermark(&self) {
+        let w = self.watermark();
+        if self.reuse_watermark.load(Ordering::Relaxed) < w {
+            self.reuse_watermark.fetch_max(w, Ordering::AcqRel);
+        }
+    }
+
+    /// The watermark last published by `refresh_reuse_watermark`: a safe
+    /// one however old (see `ZenWorker::reuse_watermark`).
+    pub fn published_reuse_watermark(&self) -> u64 {
+        self.reuse_watermark.load(Ordering::Acquire)
     }
 
     /// Workers registered now (at least 1): the Met-Cache budget is split

@@ -103,6 +103,8 @@ pub struct ZenWorker<'e, B: PmemBackend, P: Protocol> {
     txn_ts: Option<u64>,
     /// Global minimum Tx-CTS when the transaction began.
     watermark: u64,
+    /// Calls of `reuse_watermark` left before this worker computes one again.
+    reuse_watermark_left: u32,
     /// Tx-CTS of this worker's previous commit (timestamps are monotone per worker).
     last_cts: u64,
     /// The worker's own clock (Cicada).
@@ -175,6 +177,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             row_buf: Vec::new(),
             txn_ts: None,
             watermark: 0,
+            reuse_watermark_left: 0,
             last_cts: 0,
             local_clock: 0,
             locks: Vec::new(),
@@ -392,6 +395,29 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
     ///
     /// The table's planned share (`cache_limit`, §3.2) bounds the entries in
     /// use: whatever is over it is evicted first (a bounded batch per call).
+    /// A watermark for reuse decisions (retired entries, C4; garbage slots,
+    /// S2 of `space.rs`). Computing one loads every worker's active word,
+    /// each a line its owner writes at every begin and end: O(workers)
+    /// misses, which every writing commit (garbage) and every
+    /// copy-on-foreign-write paid, so the cost per commit grew with the
+    /// workers. Now each worker computes it once every `workers` calls and
+    /// publishes it (`Shared::refresh_reuse_watermark`); between, it uses the
+    /// largest published one. With n workers someone refreshes about once per
+    /// commit of one worker, so a value is about one commit old (with one
+    /// worker, never old: the spare of a record updated by every commit, S7,
+    /// depends on its slot being collected at the next fence). An older
+    /// watermark is still a safe one: whatever was retired before it was
+    /// computed was unreachable to every transaction then running and to
+    /// every one that began afterwards, so a stale value only delays reuse.
+    fn reuse_watermark(&mut self) -> u64 {
+        if self.reuse_watermark_left == 0 {
+            self.reuse_watermark_left = self.s.registered_workers().min(64) as u32;
+            self.s.refresh_reuse_watermark();
+        }
+        self.reuse_watermark_left -= 1;
+        self.s.published_reuse_watermark()
+    }
+
     /// Evicted entries wait for the watermark before reuse (C4), so a region
     /// may allocate up to twice its share; the second half holds the retired
     /// entries that are still waiting. Keeping the entries in use at the share
@@ -418,8 +444,11 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             let batch = (limit / 32).clamp(1, EVICT_BATCH);
             self.evict(t, (used - limit + batch).min(EVICT_BATCH) as usize);
         }
-        for _ in 0..4 {
-            if let Alloc::Entry(idx) = region.allocate(|| self.s.watermark()) {
+        for round in 0..4 {
+            // The first try may take entries retired before an earlier
+            // watermark; a region that finds none asks for the current one.
+            let watermark = if round == 0 { self.reuse_watermark() } else { self.s.watermark() };
+            if let Alloc::Entry(idx) = region.allocate(|| watermark) {
                 return Ok(idx);
             }
             // At capacity and every retired entry still waits: make room in

@@ -161,6 +161,9 @@ impl<B: PmemBackend, P: Protocol> EngineWorker for ZenWorker<'_, B, P> {
 
     fn sync(&mut self) -> Result<()> {
         self.s.pool.persister(self.thread).fence();
+        // A worker that syncs may go idle next: its garbage is collected
+        // with a watermark computed now, not the published one.
+        self.reuse_watermark_left = 0;
         self.after_fence();
         Ok(())
     }

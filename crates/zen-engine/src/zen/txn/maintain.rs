@@ -210,7 +210,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         if gc.garbage.is_empty() {
             return;
         }
-        let watermark = self.s.watermark();
+        let watermark = self.reuse_watermark();
         let durable = self.s.durable_cts[self.id].load(Ordering::Acquire);
         for _ in 0..GC_BATCH {
             let Some(g) = gc.next_due(durable, watermark) else { break };

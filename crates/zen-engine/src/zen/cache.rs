@@ -179,7 +179,7 @@ impl FreeSet {
 
     fn remove(&mut self, index: u32) -> bool {
         let (w, bit) = (index as usize / 64, 1u64 << (index % 64));
-        if !self.levels.first().and_then(|l0| l0.get(w)).is_some_and(|word| word & bit != 0) {
+        if self.levels.first().and_then(|l0| l0.get(w)).is_none_or(|word| word & bit == 0) {
             return false;
         }
         self.len -= 1;

@@ -603,6 +603,8 @@ fn worker_loop<W: Workload>(
     };
     // Only a transaction budget needs the shared counter; a timed run never touches it.
     let counted = matches!(config.stop, Stop::Transactions(_));
+    // The request, refilled in place (`Workload::next_into`).
+    let mut request: Option<W::Request> = None;
     loop {
         let phase = shared.phase.load(Ordering::Acquire);
         if phase == STOP {
@@ -617,18 +619,22 @@ fn worker_loop<W: Workload>(
         if measuring && counted && shared.budget.fetch_sub(1, Ordering::Relaxed) <= 0 {
             break;
         }
-        let request = match router {
-            None => workload.next(&mut local, &mut rng),
-            Some(r) => r.next_request(
+        let request = match (router, request.as_mut()) {
+            (None, Some(request)) => {
+                workload.next_into(&mut local, &mut rng, request);
+                request
+            }
+            (None, None) => request.insert(workload.next(&mut local, &mut rng)),
+            (Some(r), _) => request.insert(r.next_request(
                 worker.id(),
                 &mut |rng| workload.next(&mut local, rng),
                 &|req, out| workload.partition_keys(req, out),
                 &mut keys,
                 &mut rng,
                 measuring,
-            ),
+            )),
         };
-        attempt.run(workload, worker.as_mut(), &mut local, &request, &mut stats, live)?;
+        attempt.run(workload, worker.as_mut(), &mut local, request, &mut stats, live)?;
         done += 1;
         if let Some(r) = router {
             r.after_transaction(done);

@@ -71,15 +71,12 @@ def run_one(cmd, out_path):
         return json.load(f), other
 
 
-def baseline_of(engine):
+def baseline_of(engine, first_build):
     """What an engine's ratio column compares it with: with several builds
     (`engine@build`) the same engine on the first build, else `ideal`."""
     if "@" in engine:
-        return engine.split("@")[0] + "@" + FIRST_BUILD[0]
+        return engine.split("@")[0] + "@" + first_build
     return "ideal"
-
-
-FIRST_BUILD = [""]
 
 
 def summarize(out_dir):
@@ -88,9 +85,9 @@ def summarize(out_dir):
     col = {name: i for i, name in enumerate(header)}
     cells = defaultdict(list)
     order = []
+    builds = [r[col["engine"]].split("@")[1] for r in rows if "@" in r[col["engine"]]]
+    first_build = builds[0] if builds else ""
     for r in rows:
-        if "@" in r[col["engine"]] and not FIRST_BUILD[0]:
-            FIRST_BUILD[0] = r[col["engine"]].split("@")[1]
         key = (r[col["config"]], r[col["engine"]], int(r[col["threads"]]))
         if key not in order:
             order.append(key)
@@ -107,7 +104,7 @@ def summarize(out_dir):
         one = cells.get((config, engine, 1))
         speedup = f"{med / statistics.median(float(r[col['tps']]) for r in one):.2f}" if one else ""
         ratio = ""
-        base_engine = baseline_of(engine)
+        base_engine = baseline_of(engine, first_build)
         if base_engine != engine and (config, base_engine, threads) in cells:
             ideal = {r[col["round"]]: float(r[col["tps"]]) for r in cells[(config, base_engine, threads)]}
             ratios = [float(r[col["tps"]]) / ideal[r[col["round"]]] for r in runs
@@ -121,7 +118,7 @@ def summarize(out_dir):
         lines.append(f"| {config} | {engine} | {threads} | {med:,.0f} | {len(runs)} | {speedup} | "
                      f"{ratio} | {m('flushes', '{:.2f}')} | {m('fences', '{:.3f}')} | "
                      f"{m('nvm_bytes', '{:,.0f}')} | {m('abort_pct', '{:.2f}')} | {other:.3f}{flag} |")
-    note = (f"Baseline: the same engine on build `{FIRST_BUILD[0]}`." if FIRST_BUILD[0]
+    note = (f"Baseline: the same engine on build `{first_build}`." if first_build
             else "Baseline: `ideal` at the same thread count.")
     text = "\n".join(lines) + "\n\n" + note + "\n"
     with open(os.path.join(out_dir, "summary.md"), "w") as f:

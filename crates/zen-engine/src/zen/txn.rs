@@ -447,8 +447,13 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         for round in 0..4 {
             // The first try may take entries retired before an earlier
             // watermark; a region that finds none asks for the current one.
-            let watermark = if round == 0 { self.reuse_watermark() } else { self.s.watermark() };
-            if let Alloc::Entry(idx) = region.allocate(|| watermark) {
+            // Asked only when a retired entry waits, as before.
+            let got = if round == 0 {
+                region.allocate(|| self.reuse_watermark())
+            } else {
+                region.allocate(|| self.s.watermark())
+            };
+            if let Alloc::Entry(idx) = got {
                 return Ok(idx);
             }
             // At capacity and every retired entry still waits: make room in

@@ -43,6 +43,7 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 
 use crate::sched::Mutex;
@@ -253,7 +254,7 @@ pub struct CacheRegion {
     /// Items pushed to `retire_inbox` and not yet drained (a lock-free check).
     retire_pending: AtomicU64,
     /// Entries of this region that another worker copied away (C5).
-    copied: OnceLock<super::handoff::Handoff>,
+    copied: OnceLock<ArrayQueue<u32>>,
     /// Real NUMA node new chunks are bound to (`numa/bind.rs`); unset: none.
     binding: OnceLock<(std::sync::Arc<crate::numa::MemoryBinder>, usize)>,
 }
@@ -406,14 +407,14 @@ impl CacheRegion {
 
     /// Tell the owner that entry `index` was copied away (C5; best-effort).
     pub fn push_copied(&self, index: u32) {
-        let queue = self.copied.get_or_init(|| super::handoff::Handoff::new(COPIED_CAPACITY));
-        let _ = queue.push(u64::from(index), 0);
+        let queue = self.copied.get_or_init(|| ArrayQueue::new(COPIED_CAPACITY));
+        let _ = queue.push(index);
     }
 
     /// Owner only: retire the entries others detached or copied away, with
     /// the clock time `now()` (asked only when there is something to retire).
     pub fn drain_retire_inbox(&self, now: impl FnOnce() -> u64) -> usize {
-        let copied = self.copied.get().filter(|q| q.maybe_nonempty());
+        let copied = self.copied.get().filter(|q| !q.is_empty());
         let detached = self.retire_pending.load(Ordering::Acquire) != 0;
         if !detached && copied.is_none() {
             return 0;
@@ -433,15 +434,15 @@ impl CacheRegion {
         }
         if let Some(queue) = copied {
             for _ in 0..COPIED_CAPACITY {
-                let Some((index, _)) = queue.pop() else { break };
-                let e = self.entry(index as u32);
+                let Some(index) = queue.pop() else { break };
+                let e = self.entry(index);
                 let flags = e.flags.load(Ordering::Acquire);
                 if flags & FLAG_COPY == 0 || e.record.load(Ordering::Acquire) == 0 {
                     continue;
                 }
                 e.record.store(0, Ordering::Release);
                 e.flags.store(0, Ordering::Relaxed);
-                s.retired.push_back((index as u32, now));
+                s.retired.push_back((index, now));
                 n += 1;
             }
         }

@@ -20,7 +20,6 @@
 pub mod adaptive;
 pub mod cache;
 pub mod cache_plan;
-pub mod handoff;
 pub mod numa;
 pub mod recovery;
 pub mod space;
@@ -44,6 +43,23 @@ use crate::error::{Error, Result};
 use crate::schema::TableSchema;
 use crate::ts::Clock;
 use table::Table;
+
+/// The lock-free handoff of reclaimed slots to their owner: many workers
+/// push, one owner drains.
+///
+/// Zen's space management is per worker (§3.4: "no thread contention"): a
+/// worker reclaims the slots it superseded itself, but a slot lives in the
+/// heap region of the worker that *wrote* it, and only that owner changes its
+/// region's free lists. The last step of reclaiming another worker's slot,
+/// "this durably zeroed slot is free again", is therefore handed to the owner
+/// through this bounded queue instead of taking the owner's region lock. A
+/// full queue refuses the item (`push` returns it) and the holder frees the
+/// slot under the owner's lock instead (`maintain.rs`, `free_reclaimed`); an
+/// item is popped at most once, and none is lost. The Met-Cache's
+/// copied-away hints (C5, `cache.rs`) travel the same kind of queue.
+/// crossbeam's bounded array queue (Vyukov's design), which replaced a
+/// hand-written copy of the same algorithm (docs/benchmarks.md, session 20).
+pub type FreedSlots = crossbeam_queue::ArrayQueue<(u32, u64)>;
 
 /// Met-Cache entries every table keeps per worker region (C_min of §3.2).
 pub const MIN_CACHE_ENTRIES: u64 = 16;
@@ -106,7 +122,7 @@ pub struct Shared<B: PmemBackend> {
     pub gc_low: Box<[CachePadded<AtomicU64>]>,
     /// Per owner worker: durably zeroed slots (table, slot) other workers
     /// reclaimed, for the owner to put back on its free lists.
-    pub freed_slots: Box<[std::sync::OnceLock<handoff::Handoff>]>,
+    pub freed_slots: Box<[std::sync::OnceLock<FreedSlots>]>,
     /// Serialises the NVM stores of one worker's commit floor (S4): the
     /// worker itself and the holders of its superseded slots raise it.
     floor_locks: Box<[CachePadded<Mutex<()>>]>,

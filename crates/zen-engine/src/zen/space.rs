@@ -25,7 +25,8 @@
 //! last step, putting the slot back on a free list, belongs to the slot's
 //! *owner* (the worker whose region holds the page, who wrote the version):
 //! the holder frees its own slots directly and hands other owners' slots over
-//! a lock-free queue (`handoff.rs`) that the owner drains at its next fence;
+//! a lock-free queue (`Shared::freed_slots`, `FreedSlots` in `zen/mod.rs`)
+//! that the owner drains at its next fence;
 //! only when that queue is full (its owner does not run, or is behind) does
 //! the holder free the slot into the owner's region itself, under the
 //! region's mutex. So a commit touches only its own pipeline and the regions

@@ -304,7 +304,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// than loaded it fell from 560k to 40k txn/s on YCSB-A).
     fn free_reclaimed(&mut self, table: u32, slot: u64) {
         let owner = self.s.slot_owner(slot);
-        if owner == self.id || !self.s.freed_slots_of(owner).push(u64::from(table), slot) {
+        if owner == self.id || self.s.freed_slots_of(owner).push((table, slot)).is_err() {
             self.free_slot(owner, table, slot);
         }
     }
@@ -329,12 +329,12 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// Put back the slots other workers reclaimed for us (bounded per call).
     fn take_back_freed_slots(&mut self) {
         let Some(queue) = self.s.freed_slots[self.id].get() else { return };
-        if !queue.maybe_nonempty() {
+        if queue.is_empty() {
             return;
         }
         for _ in 0..FREED_SLOTS_CAPACITY {
             let Some((table, slot)) = queue.pop() else { break };
-            self.free_slot(self.id, table as u32, slot);
+            self.free_slot(self.id, table, slot);
         }
     }
 }
@@ -393,9 +393,8 @@ impl<B: PmemBackend> Shared<B> {
     }
 
     /// The queue of slots freed for `owner` by other workers.
-    pub(crate) fn freed_slots_of(&self, owner: usize) -> &crate::zen::handoff::Handoff {
-        self.freed_slots[owner]
-            .get_or_init(|| crate::zen::handoff::Handoff::new(FREED_SLOTS_CAPACITY))
+    pub(crate) fn freed_slots_of(&self, owner: usize) -> &crate::zen::FreedSlots {
+        self.freed_slots[owner].get_or_init(|| crate::zen::FreedSlots::new(FREED_SLOTS_CAPACITY))
     }
 
     /// Release an empty heap page of `worker`'s region of `t` (S5); the

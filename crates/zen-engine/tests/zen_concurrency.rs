@@ -163,3 +163,51 @@ fn bank_total_survives_recovery_and_a_small_cache_with(cc: CcKind) {
     assert_eq!(total(engine.as_ref()), ACCOUNTS as i64 * INITIAL);
     engine.close().unwrap();
 }
+
+/// Copy-on-foreign-write (§3.2, C2 of `zen/cache.rs`): a Silo or OCC update
+/// of a record cached in another worker's region installs the new version
+/// in an entry of the writer's own region, reserved before the commit's
+/// fence, and leaves the original obsolete and flagged as copied. The
+/// writer's region holds exactly the copy (the reservation leaks nothing),
+/// and both workers read the new row.
+#[test]
+fn a_foreign_write_copies_into_the_writers_region() {
+    foreign_write_copies::<zen_engine::cc::Silo>(CcKind::Silo);
+    foreign_write_copies::<zen_engine::cc::Occ>(CcKind::Occ);
+}
+
+fn foreign_write_copies<P: zen_engine::cc::Protocol>(cc: CcKind) {
+    use zen_engine::zen::cache::{FLAG_COPY, loc_entry};
+    let engine =
+        zen_engine::ZenEngine::<zen_pmem::DramBackend, P>::create(&dram_config(cc)).unwrap();
+    let t = engine.create_table(&accounts()).unwrap();
+    let (mut w0, mut w1) = (engine.worker().unwrap(), engine.worker().unwrap());
+    assert_eq!((w0.id(), w1.id()), (0, 1));
+    let o = TxnOptions::default();
+    w0.run(&o, |tx| (0..4).try_for_each(|k| tx.insert(t, k, &row(k as i64)))).unwrap();
+    let table = engine.shared().registry.get(t.0 as usize).unwrap();
+    let rid = table.lookup(2).unwrap();
+    let where_is = || loc_entry(table.records.loc(rid).load(Ordering::Acquire));
+    let (owner, original) = where_is().expect("cached by its inserter");
+    assert_eq!(owner, 0, "{cc:?}");
+    let mine_before = table.caches[1].used();
+    w1.run(&o, |tx| tx.update(t, 2, &row(200))).unwrap();
+    let (owner, copy) = where_is().expect("still cached");
+    assert_eq!(owner, 1, "{cc:?}: the new version lives in the writer's region");
+    assert_eq!(table.caches[1].used(), mine_before + 1, "{cc:?}: one entry, the copy");
+    let e = table.caches[0].entry(original);
+    assert_ne!(e.flags.load(Ordering::Acquire) & FLAG_COPY, 0, "{cc:?}: original flagged");
+    assert_ne!(
+        e.cc[0].load(Ordering::Acquire) & zen_engine::cc::silo::OBSOLETE,
+        0,
+        "{cc:?}: original obsolete"
+    );
+    assert_ne!((owner, copy), (0, original));
+    let mut out = vec![0u8; ROW];
+    for w in [&mut w0, &mut w1] {
+        assert!(w.run(&o, |tx| tx.get(t, 2, &mut out)).unwrap());
+        assert_eq!(value(&out), 200, "{cc:?}");
+    }
+    drop((w0, w1));
+    engine.check_invariants().unwrap();
+}

@@ -155,6 +155,42 @@ pub fn prefetch<T: ?Sized>(value: &T) {
     let _ = value;
 }
 
+/// Hint the CPU to bring the cache lines of `words` into this core's cache
+/// *for writing* (`prefetchw`: the line arrives owned, so the stores that
+/// follow need no second request for ownership), every line of `words`.
+///
+/// For memory about to be overwritten whole after independent work, e.g. a
+/// Met-Cache entry reserved for a copy before the commit's fence waits: the
+/// misses then overlap with that wait. A hint only: it never faults, changes
+/// no memory, and is a no-op on a CPU without the instruction (CPUID's
+/// `PREFETCHW` bit; older ones decode it as a no-op).
+#[inline(always)]
+pub fn prefetch_for_write<T>(words: &[T]) {
+    let per_line = (64 / std::mem::size_of::<T>().max(1)).max(1);
+    for w in words.iter().step_by(per_line) {
+        prefetch_line_for_write(w);
+    }
+}
+
+/// [`prefetch_for_write`] of the one line holding `*value`.
+#[inline(always)]
+pub fn prefetch_line_for_write<T: ?Sized>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetchw` reads no architectural state, cannot fault, writes
+    // no memory (it only changes the line's coherence state), and the address
+    // comes from a live reference. `_mm_prefetch::<_MM_HINT_ET0>` would emit
+    // `prefetcht0` without the `prfchw` target feature, hence `asm!`.
+    unsafe {
+        std::arch::asm!(
+            "prefetchw [{0}]",
+            in(reg) (value as *const T).cast::<u8>(),
+            options(nostack, preserves_flags, readonly)
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
+
 /// Read the time-stamp counter (cycles of the invariant TSC).
 #[inline]
 pub fn rdtsc() -> u64 {

@@ -379,6 +379,21 @@ impl CacheRegion {
         e
     }
 
+    /// Ask for the lines that [`fill`](Self::fill) and, with `row`,
+    /// [`write_row`](Self::write_row) will store into, for writing: entry
+    /// `index` was reserved for a copy that is filled after the commit's
+    /// fence, so the misses overlap with that wait.
+    #[inline]
+    pub fn prefetch_for_fill(&self, index: u32, row: bool) {
+        let c = self.chunk(index);
+        let i = index as usize % CHUNK_ENTRIES;
+        zen_pmem::cpu::prefetch_line_for_write(&c.entries[i]);
+        zen_pmem::cpu::prefetch_line_for_write(&c.keys[i]);
+        if row {
+            zen_pmem::cpu::prefetch_for_write(self.data(index));
+        }
+    }
+
     /// The key of entry `index`.
     #[inline]
     pub fn key(&self, index: u32) -> &AtomicU64 {

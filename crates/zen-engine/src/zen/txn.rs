@@ -349,7 +349,14 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
     }
 
     /// Bring the heap version at `slot` into this worker's Met-Cache region.
+    ///
+    /// The entry is taken first and its lines asked for, for writing, so that
+    /// their misses overlap with the slot's (every line of both is usually
+    /// cold: the entry was evicted, the slot written long ago).
     fn cache_in(&mut self, t: &Table, rid: u64, slot: u64) -> Result<()> {
+        let idx = self.allocate_entry(t)?;
+        let region = &t.caches[self.id];
+        region.prefetch_for_fill(idx, true);
         let len = heap::SLOT_HEADER_BYTES as usize + t.row_bytes;
         self.slot_buf.resize(len, 0);
         let p = self.s.pool.persister(self.thread);
@@ -359,13 +366,12 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         let w0 = u64::from_le_bytes(self.slot_buf[0..8].try_into().expect("8 bytes"));
         let w1 = u64::from_le_bytes(self.slot_buf[8..16].try_into().expect("8 bytes"));
         let Some(h) = SlotHeader::decode(w0, w1) else {
+            region.free_unpublished(idx);
             if locw.load(Ordering::Acquire) != slot {
                 return Ok(());
             }
             return Err(Error::Corrupt(format!("record {rid} points at empty slot {slot}")));
         };
-        let idx = self.allocate_entry(t)?;
-        let region = &t.caches[self.id];
         let e = region.fill(idx, h.key, rid, slot, self.begin_ts);
         e.cc[0].store(silo::tid(h.cts, h.deleted), Ordering::Relaxed);
         if P::TICTOC {
@@ -391,10 +397,6 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         Ok(())
     }
 
-    /// A free entry of this worker's region of `t`, evicting if needed.
-    ///
-    /// The table's planned share (`cache_limit`, §3.2) bounds the entries in
-    /// use: whatever is over it is evicted first (a bounded batch per call).
     /// A watermark for reuse decisions (retired entries, C4; garbage slots,
     /// S2 of `space.rs`). Computing one loads every worker's active word,
     /// each a line its owner writes at every begin and end: O(workers)
@@ -418,6 +420,10 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         self.s.published_reuse_watermark()
     }
 
+    /// A free entry of this worker's region of `t`, evicting if needed.
+    ///
+    /// The table's planned share (`cache_limit`, §3.2) bounds the entries in
+    /// use: whatever is over it is evicted first (a bounded batch per call).
     /// Evicted entries wait for the watermark before reuse (C4), so a region
     /// may allocate up to twice its share; the second half holds the retired
     /// entries that are still waiting. Keeping the entries in use at the share

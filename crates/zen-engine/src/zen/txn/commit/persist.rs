@@ -5,7 +5,11 @@
 //! version that will not replace its entry in place (multi-version updates
 //! and deletes; moves out of another node's memory, N1). A full pool or
 //! region aborts here (`OutOfSpace`, `CacheFull`); `free_unwritten_slots`
-//! gives everything back.
+//! gives everything back. Single-version writes of a record cached in another
+//! worker's region also reserve their copy here (copy-on-foreign-write,
+//! §3.2), best effort: a full region leaves them in place, no abort. The
+//! copy's lines are prefetched for writing, so they arrive while phase 3's
+//! fence waits instead of when phase 4 fills them.
 //!
 //! PERSIST (`persist_new_versions`), in this order:
 //!   `Marker::Begin` → every new version, the LP tuple last: word 0, word 1
@@ -63,7 +67,16 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             self.writes[i].slot = slot;
             let reserve =
                 if P::MULTI_VERSION { self.needs_new_entry(i) } else { self.must_move(i) };
-            if reserve {
+            if !reserve && self.copies_on_foreign_write(i) {
+                // Best effort (§3.2): a full region leaves the write in place.
+                // Reserved here rather than at the install so that its lines
+                // arrive, for writing, while the fence below waits.
+                self.writes[i].new_entry = self.allocate_entry(t).ok();
+                if let Some(idx) = self.writes[i].new_entry {
+                    let row = self.writes[i].kind != WriteKind::Delete;
+                    t.caches[self.id].prefetch_for_fill(idx, row);
+                }
+            } else if reserve {
                 // Reserved now: once persisted, installing must not fail. A
                 // full region aborts (retryable) rather than write in place,
                 // which for `must_move` would be a remote write (N1).
@@ -116,6 +129,17 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             Some((loc, _)) => loc_entry(loc).is_some(),
             None => true,
         }
+    }
+
+    /// Single-version: will write `i` be installed as Zen's copy on a
+    /// foreign write (§3.2), its record cached in another worker's region?
+    fn copies_on_foreign_write(&self, i: usize) -> bool {
+        P::COPY_ON_FOREIGN_WRITE
+            && !P::MULTI_VERSION
+            && self.writes[i]
+                .locked
+                .and_then(|(loc, _)| loc_entry(loc))
+                .is_some_and(|(owner, _)| owner != self.id)
     }
 
     /// Would installing write `i` where its record is cached write another

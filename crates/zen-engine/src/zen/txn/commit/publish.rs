@@ -121,12 +121,9 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             // multi-version ones keep the key for their older readers.
             t.index.unlink(w.key);
         }
-        let copy = match w.new_entry {
-            Some(reserved) => Some(reserved),
-            None if P::COPY_ON_FOREIGN_WRITE && owner != self.id => self.allocate_entry(t).ok(),
-            None => None,
-        };
-        if let Some(copy) = copy {
+        // Reserved in `allocate_slots`: a move (N1), or Zen's best-effort
+        // copy on a foreign write, which a full region left unreserved.
+        if let Some(copy) = w.new_entry {
             self.install_copy(t, w.rid, w.key, copy, new_row, v);
             entry.flags.fetch_or(FLAG_COPY, Ordering::AcqRel);
             // Obsolete before unlocked: single-version read validation

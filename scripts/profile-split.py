@@ -24,7 +24,7 @@ CATEGORIES = [
     ("read path (location word, entry or row, copy out)",
      r"read_current|read_row|load_row|read_record|get_impl|DramRows::words|get_locking|read_version|cache_in|touch"),
     ("GC: slot recycling (zero stores, free lists, floors)",
-     r"after_fence|HeapRegion|cover_with_floor|free_own_slot|free_reclaimed|take_back|collect_ready|raise_floor"),
+     r"after_fence|before_fence|HeapRegion|cover_with_floor|free_own_slot|free_reclaimed|take_back|collect_ready|raise_floor"),
     ("commit (lock, persist to NVM, install)",
      r"commit|persist|flush|write_row|install|lock_for_insert|insert|update_or_delete|push_write|finish|deps|"
      r"depend_on|on_write|find_write|fill|allocate|evict|clock|prepare|leave_commit|crc|sort"),

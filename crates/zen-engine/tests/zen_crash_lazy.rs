@@ -350,8 +350,9 @@ fn a_read_only_transaction_is_durable_only_with_the_writers_it_read() {
 /// and 8) and syncs: T0 is acknowledged. Worker `y` supersedes receipt 7
 /// and, at its next fence, covers that slot of T0: it raises `a`'s floor to
 /// T0's Tx-CTS, and then does nothing more. Worker `x` supersedes account 0,
-/// finds `a`'s floor raised, and zeroes T0's LP slot over its next two
-/// fences. A power failure now must keep T0: receipt 8 (superseded by
+/// finds `a`'s floor raised, and zeroes T0's LP slot over its next fences
+/// (floor at the first, zero store just before the third, handed back to
+/// `a` just before the fourth: `txn/maintain.rs`). A power failure now must keep T0: receipt 8 (superseded by
 /// nobody) is present. Before the fix `x` trusted the DRAM floor, the LP
 /// zero was durable while the floor store was not, and recovery dropped T0.
 /// Single-threaded, so the schedule is fixed; every protocol. With `spares`
@@ -380,7 +381,7 @@ fn floor_raised_by_another_holder<P: Protocol>(spares: bool) -> Result<(), Strin
     y.run(&TxnOptions::default(), |tx| tx.update(receipts, 7, &row(70))).unwrap();
     y.sync().unwrap();
     x.run(&TxnOptions::default(), |tx| tx.update(accounts, 0, &row(2))).unwrap();
-    for _ in 0..3 {
+    for _ in 0..4 {
         x.sync().unwrap();
     }
     let mut account0 = 2;

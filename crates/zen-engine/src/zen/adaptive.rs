@@ -326,7 +326,11 @@ impl<B: PmemBackend> Shared<B> {
                 self.cover_with_floor(thread, g, &mut flushed);
             }
             ready.append(&mut gc.to_zero);
+            // Floors durable, not zeroed yet; zeroed, or durably zero and not
+            // yet freed (zeroed again below: harmless, the slots are not free).
+            ready.append(&mut gc.zero_now);
             ready.append(&mut gc.zero_pending);
+            ready.append(&mut gc.freeable);
         }
         if ready.is_empty() {
             return 0;

@@ -13,11 +13,19 @@
 //!   │  └──── slot of another owner ◀──┐                  garbage (FIFO, Tx-CTS order)
 //!   │ own slot                        │                     │ newer version durable and older
 //!   │                                 │                     │ than the global minimum Tx-CTS (S2, S3)
-//!  zero_pending ◀──word 1 := 0, flush── to_zero ◀── (LP slot: raise the owner's commit floor, flush; S4)
-//!                                          │
-//!                                          └── superseded by an update and the record has no spare (S7):
-//!                                              the record's spare, rewritten whole by its owner's next update of it
+//!  freeable ◀─ zero_pending ◀──word 1 := 0, flush── zero_now ◀── to_zero ◀── (LP slot: raise the owner's commit floor, flush; S4)
+//!                                                                 │
+//!                                     superseded by an update and ┘ the record has no spare (S7):
+//!                                     the record's spare, rewritten whole by its owner's next update of it
 //! ```
+//!
+//! Each arrow is taken at a fence of the holder: after it (`after_fence`),
+//! the steps that need what it made durable (into `zero_now`, spares, into
+//! `freeable`, and the floors of newly ready items); just before the next
+//! one (`before_fence`), once the commit has issued its own flushes, the
+//! steps that touch cold memory: the zero stores of `zero_now` and the free
+//! lists of `freeable`. Their misses then overlap the fence's write-backs
+//! instead of following them.
 //!
 //! WHO DOES WHAT. The worker whose commit superseded a slot (the *holder*)
 //! takes it through the whole pipeline in its own `WorkerGc`: staging at
@@ -66,7 +74,8 @@
 //! (S6) A worker's Tx-CTS values increase (`ts.rs`), so its queue is sorted
 //!      by Tx-CTS; readiness (S2) is monotone in it, so the pipeline takes
 //!      items from the front only, and the non-tombstone items of
-//!      `zero_pending`, `to_zero`, `garbage` are ever newer in that order.
+//!      `zero_pending`, `zero_now`, `to_zero`, `garbage` are ever newer in
+//!      that order (`freeable` is durably zero: no longer pending).
 //!      A tombstone that passed S2 waits for S3 in `tombstones`, out of the
 //!      way: the older versions it waits for may be behind it (same Tx-CTS).
 //! (S7) Spares. An item superseded by an update or insert (`spare_of`), at
@@ -162,8 +171,15 @@ pub struct WorkerGc {
     pub tombstones: VecDeque<Garbage>,
     /// Ready items (floors raised) to be zeroed after the next fence.
     pub to_zero: Vec<Garbage>,
+    /// Items whose floors are durable (S4) and that did not become spares
+    /// (S7): their zero stores go out just before the worker's next fence
+    /// (`before_fence` in `txn/maintain.rs`), while its write-backs drain.
+    pub zero_now: Vec<Garbage>,
     /// Items whose zero store waits for the next fence (S1).
     pub zero_pending: Vec<Garbage>,
+    /// Durably zero (S1), not pending any more: back on their free lists
+    /// just before the worker's next fence (`before_fence`).
+    pub freeable: Vec<Garbage>,
 }
 
 impl WorkerGc {
@@ -172,7 +188,9 @@ impl WorkerGc {
         self.garbage.is_empty()
             && self.tombstones.is_empty()
             && self.to_zero.is_empty()
+            && self.zero_now.is_empty()
             && self.zero_pending.is_empty()
+            && self.freeable.is_empty()
     }
 
     /// The next queued item that passed S2 (its Tx-CTS durable and below
@@ -197,6 +215,7 @@ impl WorkerGc {
     pub fn pending_low(&self) -> u64 {
         self.zero_pending
             .iter()
+            .chain(&self.zero_now)
             .chain(&self.to_zero)
             .chain(&self.garbage)
             .find(|g| !g.tombstone)

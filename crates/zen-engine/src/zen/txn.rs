@@ -137,6 +137,9 @@ pub struct ZenWorker<'e, B: PmemBackend, P: Protocol> {
     staged: Vec<crate::zen::space::Garbage>,
     /// The worker's garbage pipeline was empty after its last maintenance.
     gc_idle: bool,
+    /// `after_fence` left zero stores or free-list pushes for the next
+    /// `before_fence` (`maintain.rs`).
+    gc_before_fence: bool,
     /// This worker has given back its spares once, after the pool ran out
     /// of pages (S7, `sweep_own_spares`).
     spares_swept: bool,
@@ -193,6 +196,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             alpha_limit: u64::MAX,
             staged: Vec::new(),
             gc_idle: false,
+            gc_before_fence: false,
             spares_swept: false,
             floors_flushed: Vec::new(),
             unlinks: std::collections::VecDeque::new(),

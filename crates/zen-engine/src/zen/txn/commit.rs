@@ -160,6 +160,7 @@ impl<B: PmemBackend, P: Protocol> EngineWorker for ZenWorker<'_, B, P> {
     }
 
     fn sync(&mut self) -> Result<()> {
+        self.before_fence();
         self.s.pool.persister(self.thread).fence();
         // A worker that syncs may go idle next: its garbage is collected
         // with a watermark computed now, not the published one.
@@ -233,12 +234,13 @@ impl<B: PmemBackend, P: Protocol> Drop for ZenWorker<'_, B, P> {
     fn drop(&mut self) {
         // Make lazily committed transactions durable before the worker goes;
         // the second fence covers the slot zeroing the first one's
-        // maintenance issued, and the last fence the zeroing and floor
+        // maintenance set up, and the last fence the zeroing and floor
         // raises of the second, so nothing of this worker is left pending
         // (what is left, versions still above the watermark, is reclaimed by
         // the running workers, `Shared::adopt_orphans`, or the id's next user).
         let _ = EngineWorker::sync(self);
         let _ = EngineWorker::sync(self);
+        self.before_fence();
         self.s.pool.persister(self.thread).fence();
         self.s.release_worker(self.id);
     }

@@ -8,8 +8,15 @@
 //! a read-only commit never gets here (it has no fence, unless `Immediate`
 //! durability makes it wait for a writer it read from).
 //!
+//! Around each fence: `before_fence` (after the commit's own flushes) does
+//! the work that misses, the zero stores and free-list pushes `after_fence`
+//! set up at the previous fence, so that it overlaps the fence's
+//! write-backs; `after_fence` does what needs the fence.
+//!
 //! INVARIANTS this file keeps (numbers of `space.rs`)
-//! (S1) `zero_pending` is freed only at the fence after its zero stores.
+//! (S1) `zero_pending` is issued only by `before_fence`, which a fence
+//!      follows at once, and becomes `freeable` only at the fence after its
+//!      zero stores.
 //! (S2) An item leaves `garbage` only when its Tx-CTS is durable (this
 //!      worker's `durable_cts`) and below the watermark.
 //! (S3) A tombstone leaves `garbage` only when no older non-tombstone item is
@@ -52,8 +59,42 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     /// Fence and acknowledge (as `sync`): the end of an exclusive stage makes
     /// the privileged commit durable before anyone else may read it.
     pub(super) fn sync_and_ack(&mut self) {
+        self.fence_and_maintain();
+    }
+
+    /// `before_fence`, a fence of this worker's thread, `after_fence`.
+    pub(super) fn fence_and_maintain(&mut self) {
+        self.before_fence();
         self.s.pool.persister(self.thread).fence();
         self.after_fence();
+    }
+
+    /// Just before a fence of this worker (the caller fences at once): the
+    /// zero stores of `zero_now` (S1: they become `zero_pending`, durable at
+    /// that fence) and the free-list pushes of `freeable`, both set up by
+    /// the previous `after_fence`. Their lines are cold (a superseded slot
+    /// written long ago, a page's free list): here their misses overlap the
+    /// write-backs the fence waits for.
+    pub(super) fn before_fence(&mut self) {
+        if !self.gc_before_fence {
+            return;
+        }
+        self.gc_before_fence = false;
+        let shared = self.s;
+        let mut gc = shared.gc[self.id].lock();
+        let mut freeable = std::mem::take(&mut gc.freeable);
+        for g in freeable.drain(..) {
+            self.free_reclaimed(g.table, g.slot);
+        }
+        gc.freeable = freeable;
+        let p = shared.pool.persister(self.thread);
+        let mut zero_now = std::mem::take(&mut gc.zero_now);
+        for g in zero_now.drain(..) {
+            p.write_u64_atomic(g.slot + 8, 0);
+            p.flush(g.slot + 8, 8);
+            gc.zero_pending.push(g);
+        }
+        gc.zero_now = zero_now;
     }
 
     /// After each fence of this worker: acknowledge, then advance the
@@ -84,29 +125,35 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         let shared = self.s;
         let mut gc = shared.gc[self.id].lock();
         gc.garbage.extend(self.staged.drain(..));
-        // S1: the zero stores of `zero_pending` were fenced just now.
-        let mut zeroed = std::mem::take(&mut gc.zero_pending);
-        for g in zeroed.drain(..) {
-            self.free_reclaimed(g.table, g.slot);
+        // S1: the zero stores of `zero_pending` were fenced just now; the
+        // slots go back on their free lists before the next fence.
+        if gc.freeable.is_empty() {
+            let gc = &mut *gc;
+            std::mem::swap(&mut gc.freeable, &mut gc.zero_pending);
+        } else {
+            let zeroed = std::mem::take(&mut gc.zero_pending);
+            gc.freeable.extend_from_slice(&zeroed);
+            gc.zero_pending = zeroed;
+            gc.zero_pending.clear();
         }
         // The floors of `to_zero` were raised and flushed by this worker
-        // before this fence (S4).
+        // before this fence (S4): each becomes its record's spare (S7), or
+        // is zeroed before the next fence. The zero store's line, long
+        // evicted, is asked for now so that the store finds it.
         let p = shared.pool.persister(self.thread);
         let mut to_zero = std::mem::take(&mut gc.to_zero);
         for g in to_zero.drain(..) {
-            // S7: a record without a spare keeps the slot instead.
             if self.keep_as_spare(&g) {
                 continue;
             }
-            p.write_u64_atomic(g.slot + 8, 0);
-            p.flush(g.slot + 8, 8);
-            zeroed.push(g);
+            p.prefetch(g.slot + 8, 8);
+            gc.zero_now.push(g);
         }
-        gc.zero_pending = zeroed;
         gc.to_zero = to_zero;
         self.collect_ready(&mut gc);
         shared.gc_low[self.id].store(gc.pending_low(), Ordering::SeqCst);
         self.gc_idle = gc.is_idle();
+        self.gc_before_fence = !gc.freeable.is_empty() || !gc.zero_now.is_empty();
     }
 
     /// S7, once per worker, when the pool has no free page (new spares are
@@ -233,15 +280,6 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             }
             gc.to_zero.push(g);
         }
-        // The zero stores come at the next fence, to lines long evicted:
-        // start their loads now so the stores do not wait a miss each (not
-        // for a slot that will likely be kept as a spare, S7: no store).
-        let p = self.s.pool.persister(self.thread);
-        for g in &gc.to_zero {
-            if !self.may_keep_as_spare(g) {
-                p.prefetch(g.slot + 8, 8);
-            }
-        }
     }
 
     /// The spare word of `g`'s record, if `g` may become a spare at all
@@ -252,12 +290,6 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             return None;
         }
         Some(self.s.registry.get(g.table as usize)?.records.spare(rid))
-    }
-
-    /// Whether `g` would become its record's spare if that were decided now
-    /// (a hint: the record may get another spare first).
-    fn may_keep_as_spare(&self, g: &Garbage) -> bool {
-        self.spare_word_for(g).is_some_and(|word| word.load(Ordering::Relaxed) == 0)
     }
 
     /// S7: make `g`'s slot its record's spare, if the item may become one

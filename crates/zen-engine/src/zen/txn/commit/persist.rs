@@ -13,10 +13,11 @@
 //!
 //! PERSIST (`persist_new_versions`), in this order:
 //!   `Marker::Begin` → every new version, the LP tuple last: word 0, word 1
-//!   (not the LP tuple's), the row; flush the slot → fence → maintenance
-//!   (`maintain.rs`) → the LP tuple's word 1 := `cts << 1 | 1` (one atomic
-//!   store) → flush it → [Immediate, or a transaction that hides keys: fence
-//!   → maintenance].
+//!   (not the LP tuple's), the row; flush the slot → the maintenance that
+//!   misses (`before_fence`: earlier garbage's zero stores and free lists)
+//!   → fence → maintenance (`after_fence`, `maintain.rs`) → the LP tuple's
+//!   word 1 := `cts << 1 | 1` (one atomic store) → flush it → [Immediate,
+//!   or a transaction that hides keys: the same three steps again].
 //!
 //! INVARIANTS
 //! (P1) The LP tuple is the write of the table of lowest `persist_rank`, and
@@ -257,8 +258,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             self.s.numa_slot(self.id, w.slot, true);
         }
         if !self.fault(Fault::NoFenceBeforeLp) {
-            p.fence();
-            self.after_fence();
+            self.fence_and_maintain();
         }
         let lp_word = self.writes[lp].slot + 8;
         let word = SlotHeader::word1(cts, true);
@@ -283,8 +283,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 self.unfenced_cts = None;
                 self.s.durable_cts[self.id].store(cts, Ordering::Release);
             }
-            p.fence();
-            self.after_fence();
+            self.fence_and_maintain();
             return true;
         }
         false

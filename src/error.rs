@@ -76,6 +76,14 @@ impl From<zen_workload::Error> for CliError {
             zen_workload::Error::InvalidParameter { .. }
             | zen_workload::Error::WrongWorkload { .. } => CliError::Usage(e.to_string()),
             zen_workload::Error::Engine(inner) => CliError::from(inner),
+            zen_workload::Error::Transaction {
+                source: zen_engine::Error::Abort(zen_engine::AbortReason::OutOfSpace),
+                ..
+            } => CliError::Failed(format!(
+                "{e}: the pool is full; give it more room with --pool-size (the default \
+                 is four times the loaded data plus 512 MiB, and TPC-C inserts rows with \
+                 every New-Order and Payment)"
+            )),
             other => CliError::Failed(other.to_string()),
         }
     }

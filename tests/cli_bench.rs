@@ -350,3 +350,20 @@ fn tpcc_on_nvcaracal_runs_one_shot_epochs_with_reconnaissance_and_its_check_pass
     assert!(epochs["values_allocated"].as_u64().unwrap() > 0, "{epochs}");
     assert!(json["summary"]["throughput_tps"].as_f64().unwrap() > 0.0, "{json}");
 }
+
+/// A run that fills its pool stops with an operating error (exit 1) that
+/// says the pool is full and names `--pool-size`; TPC-C inserts rows with
+/// every New-Order and Payment, and 200 MiB holds one warehouse with little
+/// room to spare (it fills in about a second here).
+#[test]
+fn a_run_that_fills_its_pool_says_so_and_names_pool_size() {
+    let out = zen()
+        .args(["bench", "tpcc", "--engine", "zen", "--pmem", "fs", "--warehouses", "1"])
+        .args(["--pool-size", "200MiB", "--duration", "60s", "--warmup", "0s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("out_of_space") && stderr.contains("the pool is full"), "{stderr}");
+    assert!(stderr.contains("--pool-size"), "{stderr}");
+}

@@ -173,13 +173,14 @@ pub fn prefetch_for_write<T>(words: &[T]) {
 }
 
 /// [`prefetch_for_write`] of the one line holding `*value`.
+///
+/// `asm!`, not `_mm_prefetch::<_MM_HINT_ET0>`: the intrinsic emits
+/// `prefetcht0` unless the `prfchw` target feature is enabled.
 #[inline(always)]
 pub fn prefetch_line_for_write<T: ?Sized>(value: &T) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: `prefetchw` reads no architectural state, cannot fault, writes
-    // no memory (it only changes the line's coherence state), and the address
-    // comes from a live reference. `_mm_prefetch::<_MM_HINT_ET0>` would emit
-    // `prefetcht0` without the `prfchw` target feature, hence `asm!`.
+    // SAFETY: `prefetchw` cannot fault and writes no memory (only the line's
+    // coherence state); the address comes from a live reference.
     unsafe {
         std::arch::asm!(
             "prefetchw [{0}]",

@@ -81,20 +81,17 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         }
         self.gc_before_fence = false;
         let shared = self.s;
-        let mut gc = shared.gc[self.id].lock();
-        let mut freeable = std::mem::take(&mut gc.freeable);
-        for g in freeable.drain(..) {
+        let mut guard = shared.gc[self.id].lock();
+        let gc = &mut *guard;
+        for g in gc.freeable.drain(..) {
             self.free_reclaimed(g.table, g.slot);
         }
-        gc.freeable = freeable;
         let p = shared.pool.persister(self.thread);
-        let mut zero_now = std::mem::take(&mut gc.zero_now);
-        for g in zero_now.drain(..) {
+        for g in gc.zero_now.drain(..) {
             p.write_u64_atomic(g.slot + 8, 0);
             p.flush(g.slot + 8, 8);
             gc.zero_pending.push(g);
         }
-        gc.zero_now = zero_now;
     }
 
     /// After each fence of this worker: acknowledge, then advance the
@@ -127,14 +124,9 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         gc.garbage.extend(self.staged.drain(..));
         // S1: the zero stores of `zero_pending` were fenced just now; the
         // slots go back on their free lists before the next fence.
-        if gc.freeable.is_empty() {
+        {
             let gc = &mut *gc;
-            std::mem::swap(&mut gc.freeable, &mut gc.zero_pending);
-        } else {
-            let zeroed = std::mem::take(&mut gc.zero_pending);
-            gc.freeable.extend_from_slice(&zeroed);
-            gc.zero_pending = zeroed;
-            gc.zero_pending.clear();
+            gc.freeable.append(&mut gc.zero_pending);
         }
         // The floors of `to_zero` were raised and flushed by this worker
         // before this fence (S4): each becomes its record's spare (S7), or

@@ -7,9 +7,9 @@
 //! region aborts here (`OutOfSpace`, `CacheFull`); `free_unwritten_slots`
 //! gives everything back. Single-version writes of a record cached in another
 //! worker's region also reserve their copy here (copy-on-foreign-write,
-//! §3.2), best effort: a full region leaves them in place, no abort. The
-//! copy's lines are prefetched for writing, so they arrive while phase 3's
-//! fence waits instead of when phase 4 fills them.
+//! §3.2), best effort: a full region leaves them in place, no abort. Every
+//! reserved entry's lines are prefetched for writing, so they arrive while
+//! phase 3's fence waits instead of when phase 4 fills them.
 //!
 //! PERSIST (`persist_new_versions`), in this order:
 //!   `Marker::Begin` → every new version, the LP tuple last: word 0, word 1
@@ -68,16 +68,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             self.writes[i].slot = slot;
             let reserve =
                 if P::MULTI_VERSION { self.needs_new_entry(i) } else { self.must_move(i) };
-            if !reserve && self.copies_on_foreign_write(i) {
-                // Best effort (§3.2): a full region leaves the write in place.
-                // Reserved here rather than at the install so that its lines
-                // arrive, for writing, while the fence below waits.
-                self.writes[i].new_entry = self.allocate_entry(t).ok();
-                if let Some(idx) = self.writes[i].new_entry {
-                    let row = self.writes[i].kind != WriteKind::Delete;
-                    t.caches[self.id].prefetch_for_fill(idx, row);
-                }
-            } else if reserve {
+            if reserve {
                 // Reserved now: once persisted, installing must not fail. A
                 // full region aborts (retryable) rather than write in place,
                 // which for `must_move` would be a remote write (N1).
@@ -88,6 +79,15 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                     Err(Error::Abort(AbortReason::CacheFull)) if self.privileged_on_full()? => None,
                     Err(e) => return Err(e),
                 };
+            } else if self.copies_on_foreign_write(i) {
+                // Best effort (§3.2): a full region leaves the write in place.
+                self.writes[i].new_entry = self.allocate_entry(t).ok();
+            }
+            // Phase 4 fills the entry after the fence: its lines arrive, for
+            // writing, while the fence waits.
+            if let Some(idx) = self.writes[i].new_entry {
+                let row = self.writes[i].kind != WriteKind::Delete;
+                t.caches[self.id].prefetch_for_fill(idx, row);
             }
         }
         // Nothing can fail from here on: take the spares (P6). Their words
@@ -137,18 +137,20 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
     fn copies_on_foreign_write(&self, i: usize) -> bool {
         P::COPY_ON_FOREIGN_WRITE
             && !P::MULTI_VERSION
-            && self.writes[i]
-                .locked
-                .and_then(|(loc, _)| loc_entry(loc))
-                .is_some_and(|(owner, _)| owner != self.id)
+            && self.locked_entry(i).is_some_and(|(owner, _)| owner != self.id)
+    }
+
+    /// The Met-Cache entry (owner region, index) write `i` locked, if its
+    /// record is cached.
+    fn locked_entry(&self, i: usize) -> Option<(usize, u32)> {
+        self.writes[i].locked.and_then(|(loc, _)| loc_entry(loc))
     }
 
     /// Would installing write `i` where its record is cached write another
     /// node's memory in a NUMA-local-write mode? Then it moves to this
     /// worker's region (a copy, or a new version above the foreign entry).
     fn must_move(&self, i: usize) -> bool {
-        let w = &self.writes[i];
-        let Some((owner, idx)) = w.locked.and_then(|(loc, _)| loc_entry(loc)) else {
+        let Some((owner, idx)) = self.locked_entry(i) else {
             return false;
         };
         self.s.numa_write_must_move(self.id, owner, idx)

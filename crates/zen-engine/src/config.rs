@@ -332,15 +332,22 @@ pub enum RaceFault {
     /// unchanged word without the location word (C6 of `zen/cache.rs`), so
     /// a read of the original passes after the record moved to the copy.
     CopyLeavesOriginalValid,
+    /// Read validation counts a lock the transaction holds on the record
+    /// through another entry as its own lock on the word it read: a writer
+    /// that read the original entry and locked the copy another writer had
+    /// just installed (the original still locked by that writer) validates
+    /// its stale read, and the other writer's update is lost.
+    OwnLockOnCopyCounts,
 }
 
 impl RaceFault {
-    pub const ALL: [RaceFault; 5] = [
+    pub const ALL: [RaceFault; 6] = [
         RaceFault::NoLocationRecheck,
         RaceFault::TictocExtendUnderLock,
         RaceFault::TictocReadOnlyAtZero,
         RaceFault::RescanIgnoresUnlinks,
         RaceFault::CopyLeavesOriginalValid,
+        RaceFault::OwnLockOnCopyCounts,
     ];
 
     /// The protocol whose code path the fault breaks.
@@ -350,7 +357,7 @@ impl RaceFault {
             RaceFault::TictocExtendUnderLock
             | RaceFault::TictocReadOnlyAtZero
             | RaceFault::RescanIgnoresUnlinks => CcKind::Tictoc,
-            RaceFault::CopyLeavesOriginalValid => CcKind::Silo,
+            RaceFault::CopyLeavesOriginalValid | RaceFault::OwnLockOnCopyCounts => CcKind::Silo,
         }
     }
 }

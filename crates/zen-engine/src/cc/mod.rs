@@ -164,7 +164,12 @@ pub trait CommitView {
     fn entry_cc(&self, table: u32, loc: u64) -> Option<&[AtomicU64; 4]>;
     /// Whether `loc` is the empty location (the record has no version).
     fn is_empty_location(loc: u64) -> bool;
-    /// Whether this transaction holds the write lock of the record `r` read.
+    /// Whether this transaction holds the lock of the version word `r` was
+    /// read from (the entry at `r.loc`). A lock it holds on the same record
+    /// through another entry does not count: the record moved after the
+    /// read (a copy on a foreign write, N1's move) and the word read may
+    /// still be locked by the writer that moved it, its new version already
+    /// installed in the copy.
     fn holds_write_lock(&self, r: &ReadItem) -> bool;
     /// The CC-Meta words of the entry of every locked write.
     fn locked_write_entries(&self) -> impl Iterator<Item = &[AtomicU64; 4]>;

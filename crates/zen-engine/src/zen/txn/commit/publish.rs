@@ -125,6 +125,11 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         // copy on a foreign write, which a full region left unreserved.
         if let Some(copy) = w.new_entry {
             self.install_copy(t, w.rid, w.key, copy, new_row, v);
+            // The record points at the copy while the original is still
+            // locked: a writer that read the original may lock the copy now,
+            // and its validation must not count that lock as the one on the
+            // word it read (`holds_write_lock`).
+            crate::sched::point();
             entry.flags.fetch_or(FLAG_COPY, Ordering::AcqRel);
             // Obsolete before unlocked: single-version read validation
             // trusts the word alone (C6 of `cache.rs`).

@@ -38,7 +38,11 @@
 //!      word equal to the one a running transaction read proves the record
 //!      still points at the entry: read validation loads the word alone
 //!      (`cc::silo::read_still_valid`). Version chains break this (a new
-//!      head is linked before the old one unlocks, unchanged).
+//!      head is linked before the old one unlocks, unchanged). The word may
+//!      still be locked after the record has left the entry (a copy is
+//!      installed before the original is made obsolete), so a locked word
+//!      passes only for the transaction holding *that* lock, not for one
+//!      holding the record's lock on the copy (`holds_write_lock`).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -336,7 +336,9 @@ pub enum RaceFault {
     /// through another entry as its own lock on the word it read: a writer
     /// that read the original entry and locked the copy another writer had
     /// just installed (the original still locked by that writer) validates
-    /// its stale read, and the other writer's update is lost.
+    /// its stale read, and the other writer's update is lost. The copying
+    /// writer also waits 2 µs inside that window, so that OS-thread runs
+    /// meet it as readily as the schedules do.
     OwnLockOnCopyCounts,
 }
 

@@ -130,6 +130,11 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             // and its validation must not count that lock as the one on the
             // word it read (`holds_write_lock`).
             crate::sched::point();
+            if self.race(RaceFault::OwnLockOnCopyCounts) {
+                // The injected bug's window, widened so that a short
+                // OS-thread run meets it too (`workloads_on_zen.rs`).
+                zen_pmem::cpu::busy_wait_ns(2_000);
+            }
             entry.flags.fetch_or(FLAG_COPY, Ordering::AcqRel);
             // Obsolete before unlocked: single-version read validation
             // trusts the word alone (C6 of `cache.rs`).

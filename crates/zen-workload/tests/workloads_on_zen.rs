@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use zen_engine::numa::{Binding, NumaConfig, NumaMode};
-use zen_engine::{CcKind, Engine, EngineConfig, RaceFault};
+use zen_engine::{CcKind, Engine, EngineConfig, EngineKind, RaceFault};
 use zen_workload::meta;
 use zen_workload::{
     CheckReport, CoreWorkload, DriverConfig, Outcome, PaperMix, SmallBank, SmallBankConfig, Stop,
@@ -103,6 +103,16 @@ fn smallbank_conserves_money_across_concurrent_workers() {
 /// instant the writer publishes, where such races live (on `dram` the
 /// session-21 race showed up in about 1 run in 8, on `fs` in nearly all).
 fn hot_bank_run(cc: CcKind, numa: bool, race_fault: Option<RaceFault>, seed: u64) -> CheckReport {
+    hot_bank_on(EngineKind::Zen, cc, numa, race_fault, seed)
+}
+
+fn hot_bank_on(
+    engine: EngineKind,
+    cc: CcKind,
+    numa: bool,
+    race_fault: Option<RaceFault>,
+    seed: u64,
+) -> CheckReport {
     let dir = tempfile::tempdir().unwrap();
     let mut placement = NumaConfig::default();
     if numa {
@@ -113,11 +123,18 @@ fn hot_bank_run(cc: CcKind, numa: bool, race_fault: Option<RaceFault>, seed: u64
         placement.binding = Binding::Even;
         placement.pin = false;
     }
+    // `ideal` keeps nothing: DRAM.
+    let pmem = if engine == EngineKind::Ideal {
+        zen_pmem::BackendKind::Dram
+    } else {
+        zen_pmem::BackendKind::Fs
+    };
     let config = EngineConfig {
+        engine,
         numa: placement,
         cc,
         race_fault,
-        pmem: zen_pmem::BackendKind::Fs,
+        pmem,
         pool: Some(dir.path().join("bank.pool")),
         create: true,
         pool_size_bytes: 64 << 20,
@@ -126,19 +143,20 @@ fn hot_bank_run(cc: CcKind, numa: bool, race_fault: Option<RaceFault>, seed: u64
         max_workers: 8,
         ..EngineConfig::default()
     };
-    let engine = zen_engine::open(&config).expect("a DRAM engine opens");
+    let engine = zen_engine::open(&config).expect("the engine opens");
     let bank = SmallBank::new(SmallBankConfig::new(20)).unwrap();
     bank.load(engine.as_ref(), 2).unwrap();
     let mut d = driver(2, 0, seed);
     d.stop = Stop::Duration(Duration::from_millis(500));
     let run = run_benchmark(engine.as_ref(), &bank, &d, &mut |_| {}).unwrap();
-    assert!(run.stats.commits > 1000, "{}: {:?}", cc.name(), run.stats);
+    assert!(run.stats.commits > 1000, "{} {}: {:?}", engine.name(), cc.name(), run.stats);
     engine.check_invariants().unwrap();
     bank.check(engine.as_ref()).unwrap()
 }
 
 /// Every protocol keeps SmallBank's money on 20 hot accounts, and so do
-/// Zen+'s local writes for one protocol of each family. Silo lost
+/// Zen+'s local writes for one protocol of each family and the baseline
+/// engines. Silo lost
 /// updates here in every run until session 21 (`RaceFault::OwnLockOnCopyCounts`,
 /// found by the process-kill test about once in 60 runs on 2,000 accounts).
 #[test]
@@ -150,6 +168,10 @@ fn smallbank_on_twenty_hot_accounts_conserves_money_under_every_protocol() {
     for cc in [CcKind::NoWait, CcKind::Silo, CcKind::Tictoc, CcKind::Mvcc, CcKind::Hstore] {
         eprintln!("protocol: {}, Zen+ local writes on 2 virtual nodes", cc.name());
         assert_passed(&hot_bank_run(cc, true, None, 22));
+    }
+    for engine in [EngineKind::Ideal, EngineKind::Mmdb, EngineKind::Wbl, EngineKind::Falcon] {
+        eprintln!("engine: {}", engine.name());
+        assert_passed(&hot_bank_on(engine, CcKind::Silo, false, None, 23));
     }
 }
 

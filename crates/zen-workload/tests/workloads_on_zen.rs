@@ -97,16 +97,11 @@ fn smallbank_conserves_money_across_concurrent_workers() {
 /// transaction conflicts with the other worker's, so a race in a protocol's
 /// write path shows up as money that is not conserved.
 ///
-/// On a file pool (`fs`, in the temp directory), as `zen run` does: its
-/// flushes and fences make a committing writer hold its locks long enough
-/// for the other worker to be waiting on them, and a waiter proceeds at the
-/// instant the writer publishes, where such races live (on `dram` the
-/// session-21 race showed up in about 1 run in 8, on `fs` in nearly all).
-fn hot_bank_run(cc: CcKind, numa: bool, race_fault: Option<RaceFault>, seed: u64) -> CheckReport {
-    hot_bank_on(EngineKind::Zen, cc, numa, race_fault, seed)
-}
-
-fn hot_bank_on(
+/// On a file pool (`fs`, in the temp directory) as `zen run` uses, so that
+/// commits flush and fence while they hold their locks (`ideal`, which keeps
+/// nothing, on DRAM). Unwidened, the session-21 race showed up in about 1
+/// half-second run in 8 here, on `dram` and on `fs` alike.
+fn hot_bank_run(
     engine: EngineKind,
     cc: CcKind,
     numa: bool,
@@ -123,7 +118,6 @@ fn hot_bank_on(
         placement.binding = Binding::Even;
         placement.pin = false;
     }
-    // `ideal` keeps nothing: DRAM.
     let pmem = if engine == EngineKind::Ideal {
         zen_pmem::BackendKind::Dram
     } else {
@@ -156,22 +150,21 @@ fn hot_bank_on(
 
 /// Every protocol keeps SmallBank's money on 20 hot accounts, and so do
 /// Zen+'s local writes for one protocol of each family and the baseline
-/// engines. Silo lost
-/// updates here in every run until session 21 (`RaceFault::OwnLockOnCopyCounts`,
+/// engines. Silo lost updates until session 21 (`RaceFault::OwnLockOnCopyCounts`,
 /// found by the process-kill test about once in 60 runs on 2,000 accounts).
 #[test]
 fn smallbank_on_twenty_hot_accounts_conserves_money_under_every_protocol() {
     for cc in CcKind::ALL {
         eprintln!("protocol: {}", cc.name());
-        assert_passed(&hot_bank_run(cc, false, None, 21));
+        assert_passed(&hot_bank_run(EngineKind::Zen, cc, false, None, 21));
     }
     for cc in [CcKind::NoWait, CcKind::Silo, CcKind::Tictoc, CcKind::Mvcc, CcKind::Hstore] {
         eprintln!("protocol: {}, Zen+ local writes on 2 virtual nodes", cc.name());
-        assert_passed(&hot_bank_run(cc, true, None, 22));
+        assert_passed(&hot_bank_run(EngineKind::Zen, cc, true, None, 22));
     }
     for engine in [EngineKind::Ideal, EngineKind::Mmdb, EngineKind::Wbl, EngineKind::Falcon] {
         eprintln!("engine: {}", engine.name());
-        assert_passed(&hot_bank_on(engine, CcKind::Silo, false, None, 23));
+        assert_passed(&hot_bank_run(engine, CcKind::Silo, false, None, 23));
     }
 }
 
@@ -183,7 +176,14 @@ fn smallbank_on_twenty_hot_accounts_conserves_money_under_every_protocol() {
 #[test]
 fn the_hot_bank_catches_silos_lost_update_through_a_copy() {
     let caught = (0..10).find(|&seed| {
-        !hot_bank_run(CcKind::Silo, false, Some(RaceFault::OwnLockOnCopyCounts), seed).passed()
+        !hot_bank_run(
+            EngineKind::Zen,
+            CcKind::Silo,
+            false,
+            Some(RaceFault::OwnLockOnCopyCounts),
+            seed,
+        )
+        .passed()
     });
     eprintln!("caught in run {caught:?}");
     assert!(caught.is_some(), "10 runs with the lost-update race on and money still conserved");

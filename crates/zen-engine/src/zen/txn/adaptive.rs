@@ -302,7 +302,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         self.s.adaptive.accessed[self.id].store(0, Ordering::Relaxed);
         self.snapshot = None;
         if let Some(since) = self.privileged.take() {
-            self.sync_and_ack();
+            // The privileged commit is durable before anyone else may read it.
+            self.fence_and_maintain();
             self.s.reclaim_all(self.id);
             self.s.adaptive.leave(self.id, since);
         }

@@ -167,7 +167,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             return true;
         }
         if immediate {
-            self.sync_and_ack();
+            self.fence_and_maintain();
             return true;
         }
         false

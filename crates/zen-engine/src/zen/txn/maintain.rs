@@ -56,13 +56,8 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
         self.staged.push(g);
     }
 
-    /// Fence and acknowledge (as `sync`): the end of an exclusive stage makes
-    /// the privileged commit durable before anyone else may read it.
-    pub(super) fn sync_and_ack(&mut self) {
-        self.fence_and_maintain();
-    }
-
-    /// `before_fence`, a fence of this worker's thread, `after_fence`.
+    /// `before_fence`, a fence of this worker's thread, `after_fence` (which
+    /// acknowledges what the fence made durable).
     pub(super) fn fence_and_maintain(&mut self) {
         self.before_fence();
         self.s.pool.persister(self.thread).fence();

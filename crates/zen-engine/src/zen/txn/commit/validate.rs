@@ -85,12 +85,13 @@ impl<B: PmemBackend, P: Protocol> CommitView for ZenWorker<'_, B, P> {
     }
 
     fn holds_write_lock(&self, r: &ReadItem) -> bool {
-        let anywhere = self.race(RaceFault::OwnLockOnCopyCounts);
         self.written.may_hold(r.table, r.rid)
             && self.writes.iter().any(|x| {
                 x.table == r.table
                     && x.rid == r.rid
-                    && x.locked.is_some_and(|(loc, _)| loc == r.loc || anywhere)
+                    && x.locked.is_some_and(|(loc, _)| {
+                        loc == r.loc || self.race(RaceFault::OwnLockOnCopyCounts)
+                    })
             })
     }
 

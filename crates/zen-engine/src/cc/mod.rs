@@ -169,7 +169,8 @@ pub trait CommitView {
     /// through another entry does not count: the record moved after the
     /// read (a copy on a foreign write, N1's move) and the word read may
     /// still be locked by the writer that moved it, its new version already
-    /// installed in the copy.
+    /// installed in the copy. Called during validation, with the write set
+    /// locked; the hooks ask it only of a locked word.
     fn holds_write_lock(&self, r: &ReadItem) -> bool;
     /// The CC-Meta words of the entry of every locked write.
     fn locked_write_entries(&self) -> impl Iterator<Item = &[AtomicU64; 4]>;

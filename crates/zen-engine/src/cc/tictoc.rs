@@ -66,14 +66,16 @@ impl Protocol for TicToc {
         let Some(cc) = view.entry_cc(r.table, r.loc) else {
             return V::is_empty_location(r.loc) && view.location_now(r) == r.loc;
         };
-        let mine = view.holds_write_lock(r);
+        // Whether this transaction holds the word's lock: a search of the
+        // write set, asked once and only where the answer matters.
+        let mut mine = None;
         loop {
             let word = cc[0].load(Ordering::Acquire);
             if word & !silo::LOCK != r.observed || cc[1].load(Ordering::Acquire) != r.wts {
                 return false;
             }
             let rts = cc[2].load(Ordering::Acquire);
-            if rts >= commit_ts || mine {
+            if rts >= commit_ts || *mine.get_or_insert_with(|| view.holds_write_lock(r)) {
                 return true;
             }
             if word & silo::LOCK != 0 {

@@ -768,16 +768,43 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             }
             return Ok(());
         }
-        let mut scratch = std::mem::take(&mut self.row_buf);
-        scratch.resize(t.row_bytes, 0);
-        let present = self.get_for_update(table, key, &mut scratch);
-        self.row_buf = scratch;
-        if !present? {
+        // A record this transaction read already is not read again (as in
+        // the baselines' OCC core): a second view (say, "deleted meanwhile")
+        // would answer from a state the first read did not see, and commit
+        // validates the first view anyway. The second read also cost a row
+        // copy and a read-set entry validated twice. Locking protocols read
+        // again to take the exclusive lock, multi-version ones to check the
+        // write against their versions (`get_for_update`).
+        let earlier = (P::LOCKING.is_none() && !P::MULTI_VERSION && !P::EARLY_ABORT)
+            .then(|| self.earlier_read(table.0, rid))
+            .flatten();
+        let present = match earlier {
+            Some(present) => present,
+            None => {
+                let mut scratch = std::mem::take(&mut self.row_buf);
+                scratch.resize(t.row_bytes, 0);
+                let present = self.get_for_update(table, key, &mut scratch);
+                self.row_buf = scratch;
+                present?
+            }
+        };
+        if !present {
             return Err(not_found());
         }
         let kind = if row.is_some() { WriteKind::Update } else { WriteKind::Delete };
         self.push_write(t, key, rid, kind, row);
         Ok(())
+    }
+
+    /// Whether this transaction's latest read of (table, rid) found a live
+    /// version; `None` when it has not read the record. Searched from the
+    /// end: an update usually follows its read.
+    fn earlier_read(&self, table: u32, rid: u64) -> Option<bool> {
+        self.reads
+            .iter()
+            .rev()
+            .find(|r| r.table == table && r.rid == rid)
+            .map(|r| r.loc != LOC_EMPTY && r.observed & silo::ABSENT == 0)
     }
 
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {

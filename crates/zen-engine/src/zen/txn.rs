@@ -692,14 +692,22 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         let Ok(t) = self.table(table) else { return };
         let (shared, thread) = (self.s, self.thread);
         let row_stage = |rids: &[u64]| {
-            for &rid in rids {
-                let loc = t.records.loc(rid).load(Ordering::Relaxed);
+            // Every entry's line first, the rows' lines second: a read waits
+            // on its entry's line before it copies the row, and a group's
+            // hundred-odd row lines would otherwise queue ahead of the later
+            // entries' lines.
+            let mut locs = [LOC_EMPTY; crate::index::PREFETCH_GROUP];
+            for (l, &rid) in locs.iter_mut().zip(rids) {
+                *l = t.records.loc(rid).load(Ordering::Relaxed);
+                if let Some((w, idx)) = loc_entry(*l).filter(|&(w, _)| w < t.caches.len()) {
+                    // The entry's hot words are one line.
+                    zen_pmem::cpu::prefetch(&t.caches[w].entry(idx).cc[0]);
+                }
+            }
+            for &loc in &locs[..rids.len()] {
                 match loc_entry(loc) {
                     Some((w, idx)) if w < t.caches.len() => {
-                        let (region, e) = (&t.caches[w], t.caches[w].entry(idx));
-                        // The entry's hot words are one line.
-                        zen_pmem::cpu::prefetch(&e.cc[0]);
-                        zen_pmem::cpu::prefetch_lines(region.data(idx));
+                        zen_pmem::cpu::prefetch_lines(t.caches[w].data(idx));
                     }
                     Some(_) => {}
                     None if loc != LOC_EMPTY => shared

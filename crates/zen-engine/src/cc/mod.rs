@@ -139,6 +139,9 @@ pub trait Protocol: Send + Sync + 'static {
 pub struct ReadItem {
     /// Table id.
     pub table: u32,
+    /// Read with the intent to write (`get_for_update`): the protocol's
+    /// for-update work (2PL's exclusive lock, Cicada's early check) is done.
+    pub for_update: bool,
     /// Record id in the table.
     pub rid: u64,
     /// The record's location word when read (a cache entry, a heap slot, or

@@ -678,7 +678,14 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         if for_update && P::EARLY_ABORT {
             self.check_early(t, loc)?;
         }
-        self.reads.push(ReadItem { table: table.0, rid, loc, observed, wts: self.last_wts });
+        self.reads.push(ReadItem {
+            table: table.0,
+            for_update,
+            rid,
+            loc,
+            observed,
+            wts: self.last_wts,
+        });
         Ok(loc != LOC_EMPTY && observed & silo::ABSENT == 0)
     }
 
@@ -780,12 +787,15 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         // the baselines' OCC core): a second view (say, "deleted meanwhile")
         // would answer from a state the first read did not see, and commit
         // validates the first view anyway. The second read also cost a row
-        // copy and a read-set entry validated twice. Locking protocols read
-        // again to take the exclusive lock, multi-version ones to check the
-        // write against their versions (`get_for_update`).
-        let earlier = (P::LOCKING.is_none() && !P::MULTI_VERSION && !P::EARLY_ABORT)
-            .then(|| self.earlier_read(table.0, rid))
-            .flatten();
+        // copy and a read-set entry validated twice. After a plain read,
+        // locking protocols still read again, for update, to take the
+        // exclusive lock, Cicada for its early check, and the multi-version
+        // ones keep their own read for update (`get_impl`).
+        let plain_read_suffices = P::LOCKING.is_none() && !P::MULTI_VERSION && !P::EARLY_ABORT;
+        let earlier = self
+            .earlier_read(table.0, rid)
+            .filter(|r| r.for_update || plain_read_suffices)
+            .map(|r| r.loc != LOC_EMPTY && r.observed & silo::ABSENT == 0);
         let present = match earlier {
             Some(present) => present,
             None => {
@@ -804,15 +814,10 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         Ok(())
     }
 
-    /// Whether this transaction's latest read of (table, rid) found a live
-    /// version; `None` when it has not read the record. Searched from the
-    /// end: an update usually follows its read.
-    fn earlier_read(&self, table: u32, rid: u64) -> Option<bool> {
-        self.reads
-            .iter()
-            .rev()
-            .find(|r| r.table == table && r.rid == rid)
-            .map(|r| r.loc != LOC_EMPTY && r.observed & silo::ABSENT == 0)
+    /// This transaction's latest read of (table, rid), if it read the
+    /// record. Searched from the end: an update usually follows its read.
+    fn earlier_read(&self, table: u32, rid: u64) -> Option<&ReadItem> {
+        self.reads.iter().rev().find(|r| r.table == table && r.rid == rid)
     }
 
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {

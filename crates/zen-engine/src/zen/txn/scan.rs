@@ -122,7 +122,14 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             return Ok(true);
         }
         let (loc, observed) = self.read_current(t, key, rid, row)?;
-        self.reads.push(ReadItem { table: t.id.0, rid, loc, observed, wts: self.last_wts });
+        self.reads.push(ReadItem {
+            table: t.id.0,
+            for_update: false,
+            rid,
+            loc,
+            observed,
+            wts: self.last_wts,
+        });
         Ok(loc != LOC_EMPTY && observed & silo::ABSENT == 0)
     }
 

@@ -532,3 +532,44 @@ fn a_table_that_outgrows_the_share_it_was_planned_with_is_planned_again() {
     drop(w);
     engine.check_invariants().unwrap();
 }
+
+/// A read-modify-write reads its record once. `update` after
+/// `get_for_update` takes the record's presence from that read under every
+/// protocol, and after a plain `get` under the single-version optimistic
+/// ones, instead of reading the row a second time (a second copy out of the
+/// Met-Cache and a second read-set entry to validate; session 22). Each read
+/// of a cached version counts one cache hit.
+#[test]
+fn a_read_modify_write_reads_its_record_once() {
+    for cc in CcKind::ALL {
+        let engine = zen_engine::open(&dram_config(cc)).unwrap();
+        let t = engine.create_table(&accounts()).unwrap();
+        let mut w = engine.worker().unwrap();
+        w.run(&opts(), |tx| tx.insert(t, 1, &row(10))).unwrap();
+        let mut out = vec![0u8; ROW];
+        let single_version_optimistic =
+            matches!(cc, CcKind::Occ | CcKind::Silo | CcKind::Tictoc | CcKind::Hstore);
+        for for_update in [true, false] {
+            let before = w.cache_stats();
+            w.run(&opts(), |tx| {
+                let found = if for_update {
+                    tx.get_for_update(t, 1, &mut out)?
+                } else {
+                    tx.get(t, 1, &mut out)?
+                };
+                assert!(found, "{cc:?}: key 1 is there");
+                tx.update(t, 1, &row(value(&out) + 1))
+            })
+            .unwrap();
+            let after = w.cache_stats();
+            let reads = after.hits + after.misses - before.hits - before.misses;
+            if for_update || single_version_optimistic {
+                assert_eq!(reads, 1, "{cc:?}: read for update {for_update}: reads of record 1");
+            }
+        }
+        assert!(w.run(&opts(), |tx| tx.get(t, 1, &mut out)).unwrap());
+        assert_eq!(value(&out), 12, "{cc:?}: both increments committed");
+        drop(w);
+        engine.check_invariants().unwrap();
+    }
+}

@@ -686,7 +686,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             observed,
             wts: self.last_wts,
         });
-        Ok(loc != LOC_EMPTY && observed & silo::ABSENT == 0)
+        Ok(found(loc, observed))
     }
 
     /// `Transaction::prefetch` (`PrimaryIndex::prefetch`'s stages): the
@@ -788,14 +788,14 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         // would answer from a state the first read did not see, and commit
         // validates the first view anyway. The second read also cost a row
         // copy and a read-set entry validated twice. After a plain read,
-        // locking protocols still read again, for update, to take the
-        // exclusive lock, Cicada for its early check, and the multi-version
-        // ones keep their own read for update (`get_impl`).
+        // the locking protocols still read again for update (to take the
+        // exclusive lock), Cicada too (its early check), and the
+        // multi-version ones (reads for update are theirs to judge).
         let plain_read_suffices = P::LOCKING.is_none() && !P::MULTI_VERSION && !P::EARLY_ABORT;
         let earlier = self
             .earlier_read(table.0, rid)
             .filter(|r| r.for_update || plain_read_suffices)
-            .map(|r| r.loc != LOC_EMPTY && r.observed & silo::ABSENT == 0);
+            .map(|r| found(r.loc, r.observed));
         let present = match earlier {
             Some(present) => present,
             None => {
@@ -843,20 +843,19 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         if P::PARTITIONED {
             self.lock_partition(t, key)?;
         }
-        // A key this transaction read as absent and someone else inserted
-        // since: the read is stale, so this is a conflict (retryable), not a
-        // duplicate the caller made. (Searched only on a duplicate: every
-        // insert scanning the read set was O(inserts × reads).)
-        let read_absent = |reads: &[ReadItem]| {
-            reads.iter().any(|r| {
-                r.table == table.0
-                    && r.rid == rid
-                    && (r.loc == LOC_EMPTY || r.observed & silo::ABSENT != 0)
-            })
-        };
         let locked = match self.lock_for_insert(t, rid, key) {
             Ok(locked) => locked,
-            Err(Error::DuplicateKey { .. }) if read_absent(&self.reads) => {
+            // A key this transaction read as absent and someone else
+            // inserted since: the read is stale, so this is a conflict
+            // (retryable), not a duplicate the caller made. The read set is
+            // searched only on a duplicate (every insert scanning it was
+            // O(inserts × reads)).
+            Err(Error::DuplicateKey { .. })
+                if self
+                    .reads
+                    .iter()
+                    .any(|r| r.table == table.0 && r.rid == rid && !found(r.loc, r.observed)) =>
+            {
                 return Err(Error::Abort(AbortReason::InsertConflict));
             }
             Err(Error::DuplicateKey { .. }) => return Err(duplicate()),
@@ -917,6 +916,13 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
         }
         Err(Error::Abort(AbortReason::InsertConflict))
     }
+}
+
+/// Whether a read of location `loc` with version word `observed` found a
+/// live version (what `get` answers).
+#[inline]
+pub(super) fn found(loc: u64, observed: u64) -> bool {
+    loc != LOC_EMPTY && observed & silo::ABSENT == 0
 }
 
 #[inline]

@@ -13,10 +13,9 @@ use zen_pmem::PmemBackend;
 
 use super::{ReadItem, ScanItem, WriteKind, ZenWorker};
 use crate::api::{TableId, Transaction};
-use crate::cc::{Protocol, silo};
+use crate::cc::Protocol;
 use crate::config::RaceFault;
 use crate::error::{Error, Result};
-use crate::zen::cache::LOC_EMPTY;
 use crate::zen::table::Table;
 
 impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
@@ -130,7 +129,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
             observed,
             wts: self.last_wts,
         });
-        Ok(loc != LOC_EMPTY && observed & silo::ABSENT == 0)
+        Ok(super::found(loc, observed))
     }
 
     /// Does the index range of `scan` still hold exactly the records it met,

@@ -11,7 +11,9 @@
 //!     56     8  checksum         low 32 bits: crc32c(bytes 0..56); high 32 bits: their complement
 //!     64     8  catalog_root     0 = none, else page | (!page << 32)  (self-checking, one atomic store)
 //!     72     8  clean_shutdown   CLEAN_SHUTDOWN after a clean close, 0 while open or after a crash
-//!     80  1968  reserved         zero
+//!     80    48  reserved         zero
+//!    128   512  fresh frontiers  FEATURE_FRESH_FRONTIER: one word per member, page | (!page << 32)
+//!    640  1408  reserved         zero
 //!   2048    64  member header    per-node pools only (FEATURE_PER_NODE), see below
 //!   2112  1984  reserved         zero
 //!   4096     …  page table       page_count × 8 bytes (see `page_table.rs`)
@@ -37,10 +39,18 @@
 //!   2104     8  checksum         as the header's, over bytes 2048..2104
 //! ```
 //!
-//! The checksum covers the words that never change after create. The two
-//! words that do change (catalog root, clean-shutdown flag) are each one
-//! aligned 8-byte store with a self-checking encoding, so no update needs two
-//! stores to agree and a torn update is impossible by construction.
+//! The checksum covers the words that never change after create. The words
+//! that do change (catalog root, clean-shutdown flag, fresh frontiers) are
+//! each one aligned 8-byte store with a self-checking encoding, so no update
+//! needs two stores to agree and a torn update is impossible by construction.
+//!
+//! FRESH FRONTIERS (`FEATURE_FRESH_FRONTIER`, set by every pool this build
+//! creates): member m's word holds the lowest page of that member at or above
+//! which no page has been allocated since create. Create works on an all-zero
+//! store, so such a page still reads zero and its allocation need not zero it
+//! (`Pool::allocate_page_on`); the frontier is raised durably before the page
+//! is published. An older build refuses the feature bit, so no build that does
+//! not raise the frontier ever allocates from such a pool.
 
 use std::path::Path;
 
@@ -50,8 +60,10 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ZENPOOL1");
 pub const FORMAT_VERSION: u32 = 1;
 /// The pool is striped over per-node member files (bit 0 stays reserved).
 pub const FEATURE_PER_NODE: u64 = 1 << 1;
+/// The header holds each member's fresh frontier (see the module comment).
+pub const FEATURE_FRESH_FRONTIER: u64 = 1 << 2;
 /// Feature flags this build understands.
-pub const KNOWN_FEATURES: u64 = FEATURE_PER_NODE;
+pub const KNOWN_FEATURES: u64 = FEATURE_PER_NODE | FEATURE_FRESH_FRONTIER;
 pub const CLEAN_SHUTDOWN: u64 = u64::from_le_bytes(*b"CLEAN_SD");
 
 pub const OFF_MAGIC: u64 = 0;
@@ -63,6 +75,8 @@ pub const OFF_UUID: u64 = 40;
 pub const OFF_CHECKSUM: u64 = 56;
 pub const OFF_CATALOG_ROOT: u64 = 64;
 pub const OFF_CLEAN_SHUTDOWN: u64 = 72;
+/// Member 0's fresh frontier; member m's is `m · 8` bytes further.
+pub const OFF_FRESH_FRONTIER: u64 = 128;
 /// Bytes a file must have before its header can be read.
 pub const HEADER_BYTES: u64 = 80;
 /// Where the page table starts inside page 0.
@@ -86,6 +100,17 @@ const _: () = assert!(PAGE_TABLE_OFFSET < MIN_PAGE_SIZE);
 const _: () =
     assert!(HEADER_BYTES <= MEMBER_HEADER_OFFSET && MEMBER_HEADER_END <= PAGE_TABLE_OFFSET);
 const _: () = assert!(MIN_PAGE_SIZE.is_power_of_two() && MAX_PAGE_SIZE.is_power_of_two());
+const _: () = assert!(
+    HEADER_BYTES <= OFF_FRESH_FRONTIER
+        && OFF_FRESH_FRONTIER + 8 * MAX_MEMBERS <= MEMBER_HEADER_OFFSET
+);
+/// Page numbers fit the frontier word's 32-bit halves.
+const _: () = assert!((MAX_PAGE_SIZE - PAGE_TABLE_OFFSET) / 8 < u32::MAX as u64);
+
+/// Where member `member`'s fresh frontier lives.
+pub fn fresh_frontier_offset(member: usize) -> u64 {
+    OFF_FRESH_FRONTIER + 8 * member as u64
+}
 
 /// The decoded, validated immutable part of a header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,6 +286,22 @@ pub fn encode_catalog_root(page: Option<u32>) -> u64 {
         None => 0,
         Some(p) => u64::from(p) | (u64::from(!p) << 32),
     }
+}
+
+/// Encode a fresh frontier (page numbers are below 2^32, `max_pages`).
+pub fn encode_fresh_frontier(page: u64) -> u64 {
+    let page = page as u32;
+    u64::from(page) | (u64::from(!page) << 32)
+}
+
+/// Decode a fresh-frontier word; `Err` describes the corruption (0 is one:
+/// create writes every member's word).
+pub fn decode_fresh_frontier(raw: u64) -> std::result::Result<u64, String> {
+    let page = raw as u32;
+    if (raw >> 32) as u32 != !page {
+        return Err(format!("{raw:#018x} fails its self-check"));
+    }
+    Ok(u64::from(page))
 }
 
 /// Decode a catalog root word; `Err` carries a description of the corruption.

@@ -12,7 +12,10 @@
 //! Invariants (checked by the crash-simulator tests of page allocation):
 //!
 //! (P1) An entry is published (made non-zero) only after the page's zeroing
-//!      is durable: zero, flush, fence, then the entry store, flush, fence.
+//!      is durable: zero, flush, fence, then the entry store, flush, fence;
+//!      or, for a page never allocated since create (at or above its
+//!      member's fresh frontier, `header.rs`), after the raised frontier is:
+//!      frontier store, flush, fence, then the entry.
 //! (P2) An entry changes with one aligned 8-byte store, so no crash image
 //!      holds half an owner.
 //! (P3) Page 0 is always owned by SYSTEM_TABLE and never released.

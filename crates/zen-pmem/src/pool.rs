@@ -12,7 +12,11 @@
 //! `allocate_page` zeroes the page durably and then publishes its page-table
 //! entry with one atomic store (invariant P1 of `page_table.rs`), so no crash
 //! leaves a page that is owned but holds stale bytes, or one that is both free
-//! and owned. Free pages are tracked in DRAM and rebuilt from the table on open.
+//! and owned. A page never allocated since create (at or above its member's
+//! fresh frontier, `header.rs`) still reads zero: its allocation raises the
+//! frontier durably instead of zeroing and flushing the page (a 2 MiB page is
+//! 32,768 lines). Free pages are tracked in DRAM and rebuilt from the table on
+//! open, where an owned page at or above a frontier is refused as corrupt.
 //!
 //! Per-node pools (`header.rs`, `backend/striped.rs`) split the page range
 //! into one run of pages per member file. The first page of every member
@@ -210,7 +214,7 @@ impl<B: PmemBackend> Pool<B> {
         let uuid: [u8; 16] = rand::random();
         let header = Header {
             format_version: header::FORMAT_VERSION,
-            features: opts.features | per_node,
+            features: opts.features | per_node | header::FEATURE_FRESH_FRONTIER,
             page_size: opts.page_size,
             page_count,
             uuid,
@@ -239,6 +243,13 @@ impl<B: PmemBackend> Pool<B> {
             }
         }
         p.flush(header::PAGE_TABLE_OFFSET, table_bytes);
+        // Nothing allocated yet: every member's frontier is its first page
+        // after its header page.
+        for (index, m) in pool.members.iter().enumerate() {
+            let at = header::fresh_frontier_offset(index);
+            p.write_u64_atomic(at, header::encode_fresh_frontier(m.first_page + 1));
+            p.flush(at, 8);
+        }
         let encoded = header.encode();
         p.write(8, &encoded[8..64]);
         p.write_u64_atomic(header::OFF_CATALOG_ROOT, 0);
@@ -338,9 +349,14 @@ impl<B: PmemBackend> Pool<B> {
 
     /// Rebuild the free lists from the page table; a header page (page 0 or
     /// a member's first page) must be owned by the system table.
+    ///
+    /// With fresh frontiers, each member's frontier must lie in the member's
+    /// data pages and no page at or above it may be owned (it is raised
+    /// durably before a page is published); otherwise the header is corrupt.
     fn rebuild_free_list(&mut self) -> Result<()> {
         let mut free = vec![Vec::new(); self.members.len()];
         for (index, m) in self.members.iter().enumerate() {
+            let frontier = self.fresh_frontier(index)?;
             for page in (m.first_page..m.first_page + m.pages).rev() {
                 let raw = self.backend.load_u64(self.entry_offset(page));
                 match page_table::decode_entry(raw) {
@@ -351,6 +367,17 @@ impl<B: PmemBackend> Pool<B> {
                         return Err(self.corrupt_entry(page, raw));
                     }
                     Ok(None) => free[index].push(page),
+                    Ok(Some(_)) if frontier.is_some_and(|f| page >= f) => {
+                        return Err(PmemError::CorruptHeader {
+                            path: self.path().to_path_buf(),
+                            field: "fresh_frontier",
+                            detail: format!(
+                                "member {index}'s frontier is page {}, but page {page} above it \
+                                 is owned",
+                                frontier.unwrap_or_default()
+                            ),
+                        });
+                    }
                     Ok(Some(_)) => {}
                     Err(_) => return Err(self.corrupt_entry(page, raw)),
                 }
@@ -358,6 +385,30 @@ impl<B: PmemBackend> Pool<B> {
         }
         *self.free_pages.get_mut() = free;
         Ok(())
+    }
+
+    /// Member `index`'s fresh frontier, validated: `None` for a pool created
+    /// without the feature (every allocation zeroes its page).
+    fn fresh_frontier(&self, index: usize) -> Result<Option<u64>> {
+        if self.header.features & header::FEATURE_FRESH_FRONTIER == 0 {
+            return Ok(None);
+        }
+        let m = &self.members[index];
+        let raw = self.backend.load_u64(header::fresh_frontier_offset(index));
+        let corrupt = |detail: String| PmemError::CorruptHeader {
+            path: self.path().to_path_buf(),
+            field: "fresh_frontier",
+            detail: format!("member {index}: {detail}"),
+        };
+        let page = header::decode_fresh_frontier(raw).map_err(corrupt)?;
+        if !(m.first_page + 1..=m.first_page + m.pages).contains(&page) {
+            return Err(corrupt(format!(
+                "page {page} is outside the member's data pages {}..={}",
+                m.first_page + 1,
+                m.first_page + m.pages
+            )));
+        }
+        Ok(Some(page))
     }
 
     /// Page 0, or the first page of a member (its member header).
@@ -453,7 +504,8 @@ impl<B: PmemBackend> Pool<B> {
         p.persist(header::OFF_CATALOG_ROOT, 8);
     }
 
-    /// Allocate a page for `owner`: zero it durably, then publish its entry (P1).
+    /// Allocate a page for `owner`: make its zeros durable (zeroing it, or
+    /// raising the fresh frontier past it), then publish its entry (P1).
     /// On a per-node pool the page comes from the first member with room.
     pub fn allocate_page(&self, thread: u32, owner: PageOwner) -> Result<u64> {
         self.allocate_page_on(thread, owner, 0)
@@ -462,27 +514,61 @@ impl<B: PmemBackend> Pool<B> {
     /// Allocate a page for `owner` from member `member` (a node's file),
     /// or, when that member is full, from the next one with room: a page on
     /// another node is slower, not wrong.
+    ///
+    /// A page at or above its member's fresh frontier has never been
+    /// allocated, so it reads zero: the frontier is raised past it (one
+    /// store and flush, under the free-list lock so that raises of one word
+    /// never go backwards) instead of zeroing it; the fence below makes
+    /// either durable before the entry is published (P1).
     pub fn allocate_page_on(&self, thread: u32, owner: PageOwner, member: usize) -> Result<u64> {
-        let page = {
-            let mut free = self.free_pages.lock();
-            let n = free.len();
-            (0..n).find_map(|i| free[(member + i) % n].pop())
-        }
-        .ok_or_else(|| PmemError::NoFreePage {
-            path: self.path().to_path_buf(),
-            page_count: self.header.page_count,
-            page_size: self.header.page_size,
-        })?;
         self.mark_in_use();
         let p = self.persister(thread);
+        let (page, fresh) = {
+            let mut free = self.free_pages.lock();
+            let n = free.len();
+            let (index, page) = (0..n)
+                .find_map(|i| free[(member + i) % n].pop().map(|page| ((member + i) % n, page)))
+                .ok_or_else(|| PmemError::NoFreePage {
+                    path: self.path().to_path_buf(),
+                    page_count: self.header.page_count,
+                    page_size: self.header.page_size,
+                })?;
+            (page, self.raise_fresh_frontier(&p, index, page))
+        };
         let start = self.page_offset(page);
-        p.write_zeros(start, self.header.page_size);
-        p.flush(start, self.header.page_size);
+        if fresh {
+            // What zeroing did as a side effect: the page's faults, taken
+            // here at once rather than one per 4 KiB under later commits.
+            self.backend.populate(start, self.header.page_size);
+        } else {
+            p.write_zeros(start, self.header.page_size);
+            p.flush(start, self.header.page_size);
+        }
         p.fence();
         let entry = self.entry_offset(page);
         p.write_u64_atomic(entry, owner.encode());
         p.persist(entry, 8);
         Ok(page)
+    }
+
+    /// If `page` (of member `index`) is at or above the member's fresh
+    /// frontier, store and flush the frontier just past it and say so (the
+    /// page reads zero). The caller holds the free-list lock and fences.
+    fn raise_fresh_frontier(&self, p: &Persister<'_, B>, index: usize, page: u64) -> bool {
+        if self.header.features & header::FEATURE_FRESH_FRONTIER == 0 {
+            return false;
+        }
+        let at = header::fresh_frontier_offset(index);
+        // Validated at open and written only here, under the lock.
+        let Ok(frontier) = header::decode_fresh_frontier(self.backend.load_u64(at)) else {
+            return false;
+        };
+        if page < frontier {
+            return false;
+        }
+        p.write_u64_atomic(at, header::encode_fresh_frontier(page + 1));
+        p.flush(at, 8);
+        true
     }
 
     /// Durably release `page` (owned by `owner`) back to the free list.

@@ -100,7 +100,7 @@ fn a_two_member_pool_round_trips_and_each_page_lives_in_its_members_file() {
 
     let pool = open(&paths).unwrap();
     assert!(pool.was_clean_shutdown());
-    assert_eq!(pool.header().features, FEATURE_PER_NODE);
+    assert_eq!(pool.header().features, FEATURE_PER_NODE | zen_pmem::header::FEATURE_FRESH_FRONTIER);
     assert_eq!(pool.page_owner(on_1).unwrap(), Some(owner));
     let mut back = [0u8; 9];
     pool.persister(1).read(pool.page_offset(on_1) + 100, &mut back);

@@ -175,6 +175,9 @@ macro_rules! delegate_to_mapping {
         fn prefetch(&self, offset: u64, len: u64) {
             self.map.prefetch(offset, len)
         }
+        fn populate(&self, offset: u64, len: u64) {
+            self.map.populate(offset, len)
+        }
         #[inline]
         fn write(&self, _thread: u32, offset: u64, data: &[u8]) {
             self.map.write(offset, data)

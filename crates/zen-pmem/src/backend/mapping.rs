@@ -81,6 +81,30 @@ impl Mapping {
         unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(at), buf.as_mut_ptr(), buf.len()) }
     }
 
+    /// Fault in the pages of `[offset, offset + len)` for writing, as stores
+    /// would but without changing a byte (`MADV_POPULATE_WRITE`, Linux 5.14):
+    /// one system call instead of a fault per 4 KiB page. A hint: a range
+    /// outside the mapping or not page aligned, heap memory, or a kernel
+    /// without the advice leaves the pages to fault on first store.
+    pub(crate) fn populate(&self, offset: u64, len: u64) {
+        if matches!(self.owner, Owner::Heap(_))
+            || offset.checked_add(len).is_none_or(|end| end > self.len as u64)
+        {
+            return;
+        }
+        // SAFETY: the range lies inside this live mapping (checked above);
+        // MADV_POPULATE_WRITE only populates page tables and backing pages
+        // (zero-filled where new), it changes no byte the program can see,
+        // and the kernel rejects an unaligned start with EINVAL.
+        let _ = unsafe {
+            libc::madvise(
+                self.ptr.wrapping_add(offset as usize).cast(),
+                len as usize,
+                libc::MADV_POPULATE_WRITE,
+            )
+        };
+    }
+
     /// Start loading the lines of `[offset, offset + len)`; a range outside
     /// the mapping is ignored (a hint, never an error).
     #[inline]

@@ -233,6 +233,12 @@ pub trait PmemBackend: Send + Sync + Sized + 'static {
     /// The default (memory, emulated and simulated backends) does nothing:
     /// `emu` charges its modelled latency on the read itself.
     fn prefetch(&self, _offset: u64, _len: u64) {}
+    /// Fault in `[offset, offset + len)` for writing ahead of its first
+    /// stores (a fresh page, `Pool::allocate_page_on`): one system call
+    /// instead of a page fault per 4 KiB in the middle of commits. Writes and
+    /// persists nothing, a hint only. The default (heap, emulated and
+    /// simulated backends) does nothing.
+    fn populate(&self, _offset: u64, _len: u64) {}
     /// Atomic (acquire) load of the aligned 8-byte word at `offset`.
     fn load_u64(&self, offset: u64) -> u64;
     /// Store `data` at `offset` (not failure-atomic beyond 8-byte aligned words).

@@ -64,29 +64,45 @@ fn detect() -> FlushInstruction {
     FlushInstruction::None
 }
 
-/// Write back the cache line containing `addr`.
+/// Write back the cache lines from `first` (line aligned) up to `first +
+/// bytes`. The instruction is chosen once per range, not once per line: the
+/// choice is a call into a `OnceLock`, and a 1 KiB slot is 17 lines (that
+/// call and its return were 8 % of `Persister::flush` in a YCSB WH profile).
 #[inline]
-pub(crate) fn flush_line(addr: *const u8) {
+pub(crate) fn flush_lines(first: *const u8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
-    match flush_instruction() {
-        // The flush instructions take any address that is mapped in the
-        // process; callers pass addresses inside a live mapping (checked by
-        // `Mapping::check_range`). They do not write memory visible to Rust.
-        // SAFETY: `addr` is mapped; no Rust-visible memory is written.
-        FlushInstruction::Clwb => unsafe {
-            std::arch::asm!("clwb [{0}]", in(reg) addr, options(nostack, preserves_flags));
-        },
-        // SAFETY: as above.
-        FlushInstruction::Clflushopt => unsafe {
-            std::arch::asm!("clflushopt [{0}]", in(reg) addr, options(nostack, preserves_flags));
-        },
-        // SAFETY: as above.
-        FlushInstruction::Clflush | FlushInstruction::None => unsafe {
-            std::arch::asm!("clflush [{0}]", in(reg) addr, options(nostack, preserves_flags));
-        },
+    {
+        let kind = flush_instruction();
+        let mut at = 0;
+        while at < bytes {
+            let addr = first.wrapping_add(at);
+            match kind {
+                // The flush instructions take any address that is mapped in
+                // the process; callers pass ranges inside a live mapping
+                // (checked by `Mapping::check_range`). They do not write
+                // memory visible to Rust.
+                // SAFETY: `addr` is mapped; no Rust-visible memory is written.
+                FlushInstruction::Clwb => unsafe {
+                    std::arch::asm!("clwb [{0}]", in(reg) addr, options(nostack, preserves_flags));
+                },
+                // SAFETY: as above.
+                FlushInstruction::Clflushopt => unsafe {
+                    std::arch::asm!(
+                        "clflushopt [{0}]",
+                        in(reg) addr,
+                        options(nostack, preserves_flags)
+                    );
+                },
+                // SAFETY: as above.
+                FlushInstruction::Clflush | FlushInstruction::None => unsafe {
+                    std::arch::asm!("clflush [{0}]", in(reg) addr, options(nostack, preserves_flags));
+                },
+            }
+            at += CACHE_LINE;
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
+    let _ = (first, bytes);
 }
 
 /// Store fence: orders earlier flushes and stores before later stores.

@@ -160,12 +160,8 @@ impl Mapping {
         }
         let at = self.check_range(offset, len);
         let first = at / CACHE_LINE * CACHE_LINE;
-        let mut line = first;
-        while line < at + len as usize {
-            // SAFETY: `line` is within `[first, at + len)`, inside the mapping.
-            cpu::flush_line(unsafe { self.ptr.add(line) });
-            line += CACHE_LINE;
-        }
+        // The range `[first, at + len)` lies inside the mapping (`check_range`).
+        cpu::flush_lines(self.ptr.wrapping_add(first), at + len as usize - first);
     }
 
     /// `msync` the whole mapping (file-backed mappings only).

@@ -280,28 +280,35 @@ impl MemberHeader {
     }
 }
 
+/// A page number as a self-checking word: the page in the low half, its
+/// complement in the high half (never 0).
+fn self_checking(page: u32) -> u64 {
+    u64::from(page) | (u64::from(!page) << 32)
+}
+
+/// The page of a self-checking word; `Err` describes the corruption.
+fn check_self(raw: u64) -> std::result::Result<u32, String> {
+    let page = raw as u32;
+    if (raw >> 32) as u32 != !page {
+        return Err(format!("{raw:#018x} fails its self-check"));
+    }
+    Ok(page)
+}
+
 /// Encode a catalog root page as its self-checking word.
 pub fn encode_catalog_root(page: Option<u32>) -> u64 {
-    match page {
-        None => 0,
-        Some(p) => u64::from(p) | (u64::from(!p) << 32),
-    }
+    page.map_or(0, self_checking)
 }
 
 /// Encode a fresh frontier (page numbers are below 2^32, `max_pages`).
 pub fn encode_fresh_frontier(page: u64) -> u64 {
-    let page = page as u32;
-    u64::from(page) | (u64::from(!page) << 32)
+    self_checking(page as u32)
 }
 
 /// Decode a fresh-frontier word; `Err` describes the corruption (0 is one:
 /// create writes every member's word).
 pub fn decode_fresh_frontier(raw: u64) -> std::result::Result<u64, String> {
-    let page = raw as u32;
-    if (raw >> 32) as u32 != !page {
-        return Err(format!("{raw:#018x} fails its self-check"));
-    }
-    Ok(u64::from(page))
+    check_self(raw).map(u64::from)
 }
 
 /// Decode a catalog root word; `Err` carries a description of the corruption.
@@ -309,11 +316,7 @@ pub fn decode_catalog_root(raw: u64) -> std::result::Result<Option<u32>, String>
     if raw == 0 {
         return Ok(None);
     }
-    let page = raw as u32;
-    if (raw >> 32) as u32 != !page {
-        return Err(format!("{raw:#018x} fails its self-check"));
-    }
-    Ok(Some(page))
+    check_self(raw).map(Some)
 }
 
 #[cfg(test)]

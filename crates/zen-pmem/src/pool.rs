@@ -144,6 +144,16 @@ pub struct OwnerPages {
     pub pages: u64,
 }
 
+/// Free pages and fresh frontiers, per member, under one lock.
+#[derive(Default)]
+struct FreePages {
+    /// Free page ids, popped from the end (lowest id last pushed = first used).
+    lists: Vec<Vec<u64>>,
+    /// Each member's fresh frontier as stored in the header (`header.rs`),
+    /// validated at open; `None` for a pool created without the feature.
+    frontiers: Vec<Option<u64>>,
+}
+
 /// An open pool on backend `B`.
 pub struct Pool<B: PmemBackend> {
     backend: B,
@@ -152,9 +162,8 @@ pub struct Pool<B: PmemBackend> {
     counters: Box<[CachePadded<WorkerCounters>]>,
     /// Member files (one covering every page for a single-file pool).
     members: Vec<PoolMember>,
-    /// Free page ids of each member, popped from the end (lowest id last
-    /// pushed = first used).
-    free_pages: Mutex<Vec<Vec<u64>>>,
+    /// Free pages and fresh frontiers of each member.
+    free_pages: Mutex<FreePages>,
     /// Whether anything beyond the open itself was written (see `mark_in_use`).
     in_use: AtomicBool,
     closed: bool,
@@ -336,7 +345,7 @@ impl<B: PmemBackend> Pool<B> {
             header,
             was_clean_shutdown,
             counters,
-            free_pages: Mutex::new(vec![Vec::new(); members.len()]),
+            free_pages: Mutex::new(FreePages::default()),
             members,
             in_use: AtomicBool::new(false),
             closed: false,
@@ -355,8 +364,10 @@ impl<B: PmemBackend> Pool<B> {
     /// durably before a page is published); otherwise the header is corrupt.
     fn rebuild_free_list(&mut self) -> Result<()> {
         let mut free = vec![Vec::new(); self.members.len()];
+        let mut frontiers = Vec::with_capacity(self.members.len());
         for (index, m) in self.members.iter().enumerate() {
             let frontier = self.fresh_frontier(index)?;
+            frontiers.push(frontier);
             for page in (m.first_page..m.first_page + m.pages).rev() {
                 let raw = self.backend.load_u64(self.entry_offset(page));
                 match page_table::decode_entry(raw) {
@@ -367,23 +378,23 @@ impl<B: PmemBackend> Pool<B> {
                         return Err(self.corrupt_entry(page, raw));
                     }
                     Ok(None) => free[index].push(page),
-                    Ok(Some(_)) if frontier.is_some_and(|f| page >= f) => {
-                        return Err(PmemError::CorruptHeader {
-                            path: self.path().to_path_buf(),
-                            field: "fresh_frontier",
-                            detail: format!(
-                                "member {index}'s frontier is page {}, but page {page} above it \
-                                 is owned",
-                                frontier.unwrap_or_default()
-                            ),
-                        });
+                    Ok(Some(_)) => {
+                        if let Some(f) = frontier.filter(|&f| page >= f) {
+                            return Err(PmemError::CorruptHeader {
+                                path: self.path().to_path_buf(),
+                                field: "fresh_frontier",
+                                detail: format!(
+                                    "member {index}'s frontier is page {f}, but page {page} \
+                                     above it is owned"
+                                ),
+                            });
+                        }
                     }
-                    Ok(Some(_)) => {}
                     Err(_) => return Err(self.corrupt_entry(page, raw)),
                 }
             }
         }
-        *self.free_pages.get_mut() = free;
+        *self.free_pages.get_mut() = FreePages { lists: free, frontiers };
         Ok(())
     }
 
@@ -451,7 +462,7 @@ impl<B: PmemBackend> Pool<B> {
         self.was_clean_shutdown
     }
     pub fn free_page_count(&self) -> u64 {
-        self.free_pages.lock().iter().map(|f| f.len() as u64).sum()
+        self.free_pages.lock().lists.iter().map(|f| f.len() as u64).sum()
     }
 
     /// The member files (one, covering every page, for a single-file pool).
@@ -516,24 +527,37 @@ impl<B: PmemBackend> Pool<B> {
     /// another node is slower, not wrong.
     ///
     /// A page at or above its member's fresh frontier has never been
-    /// allocated, so it reads zero: the frontier is raised past it (one
-    /// store and flush, under the free-list lock so that raises of one word
-    /// never go backwards) instead of zeroing it; the fence below makes
-    /// either durable before the entry is published (P1).
+    /// allocated, so it reads zero: the frontier is raised past it instead of
+    /// zeroing the page; the fence below makes either durable before the
+    /// entry is published (P1).
     pub fn allocate_page_on(&self, thread: u32, owner: PageOwner, member: usize) -> Result<u64> {
         self.mark_in_use();
         let p = self.persister(thread);
         let (page, fresh) = {
             let mut free = self.free_pages.lock();
-            let n = free.len();
+            let n = free.lists.len();
             let (index, page) = (0..n)
-                .find_map(|i| free[(member + i) % n].pop().map(|page| ((member + i) % n, page)))
+                .map(|i| (member + i) % n)
+                .find_map(|index| free.lists[index].pop().map(|page| (index, page)))
                 .ok_or_else(|| PmemError::NoFreePage {
                     path: self.path().to_path_buf(),
                     page_count: self.header.page_count,
                     page_size: self.header.page_size,
                 })?;
-            (page, self.raise_fresh_frontier(&p, index, page))
+            // At or above the frontier: never allocated, so it reads zero.
+            // Raised past it (one store and flush; under the lock, so raises
+            // of one word never go backwards).
+            let fresh = match &mut free.frontiers[index] {
+                Some(frontier) if page >= *frontier => {
+                    *frontier = page + 1;
+                    let at = header::fresh_frontier_offset(index);
+                    p.write_u64_atomic(at, header::encode_fresh_frontier(page + 1));
+                    p.flush(at, 8);
+                    true
+                }
+                _ => false,
+            };
+            (page, fresh)
         };
         let start = self.page_offset(page);
         if fresh {
@@ -549,26 +573,6 @@ impl<B: PmemBackend> Pool<B> {
         p.write_u64_atomic(entry, owner.encode());
         p.persist(entry, 8);
         Ok(page)
-    }
-
-    /// If `page` (of member `index`) is at or above the member's fresh
-    /// frontier, store and flush the frontier just past it and say so (the
-    /// page reads zero). The caller holds the free-list lock and fences.
-    fn raise_fresh_frontier(&self, p: &Persister<'_, B>, index: usize, page: u64) -> bool {
-        if self.header.features & header::FEATURE_FRESH_FRONTIER == 0 {
-            return false;
-        }
-        let at = header::fresh_frontier_offset(index);
-        // Validated at open and written only here, under the lock.
-        let Ok(frontier) = header::decode_fresh_frontier(self.backend.load_u64(at)) else {
-            return false;
-        };
-        if page < frontier {
-            return false;
-        }
-        p.write_u64_atomic(at, header::encode_fresh_frontier(page + 1));
-        p.flush(at, 8);
-        true
     }
 
     /// Durably release `page` (owned by `owner`) back to the free list.
@@ -589,7 +593,7 @@ impl<B: PmemBackend> Pool<B> {
         let entry = self.entry_offset(page);
         p.write_u64_atomic(entry, 0);
         p.persist(entry, 8);
-        self.free_pages.lock()[self.page_member(page)].push(page);
+        self.free_pages.lock().lists[self.page_member(page)].push(page);
         Ok(())
     }
 
@@ -643,7 +647,7 @@ impl<B: PmemBackend> Pool<B> {
         let free = self.free_pages.lock();
         self.members
             .iter()
-            .zip(free.iter())
+            .zip(free.lists.iter())
             .map(|(m, f)| MemberInfo {
                 path: m.path.display().to_string(),
                 first_page: m.first_page,

@@ -92,10 +92,10 @@ impl Mapping {
         {
             return;
         }
-        // SAFETY: the range lies inside this live mapping (checked above);
         // MADV_POPULATE_WRITE only populates page tables and backing pages
-        // (zero-filled where new), it changes no byte the program can see,
-        // and the kernel rejects an unaligned start with EINVAL.
+        // (zero-filled where new); the kernel rejects an unaligned start.
+        // SAFETY: the range lies inside this live mapping (checked above) and
+        // the advice changes no byte the program can see.
         let _ = unsafe {
             libc::madvise(
                 self.ptr.wrapping_add(offset as usize).cast(),

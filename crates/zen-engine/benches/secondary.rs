@@ -1,9 +1,10 @@
 //! Micro-benchmarks of the secondary index on TPC-C's access pattern: the
-//! index every engine uses (`zen_engine::index::SecondaryIndex`: a hash map
-//! from index key to its group of primary keys, plus an ordered set of the
-//! distinct keys) against the crossbeam `SkipSet` of (key, primary key) it
-//! replaced and `scc::TreeIndex` (a B+-tree with lock-free readers), holding
-//! the same entries.
+//! index every engine uses (`zen_engine::index::SecondaryIndex`: a point
+//! index from the index key's hash to its group of primary keys, the groups
+//! in an arena, plus an ordered set of the distinct keys) against the same
+//! groups in a `papaya` hash map (its design until session 24), the crossbeam
+//! `SkipSet` of (key, primary key) before that, and `scc::TreeIndex` (a
+//! B+-tree with lock-free readers), holding the same entries.
 //!
 //! What: 10^6 entries keyed like `customer_by_last_name` (warehouse, district,
 //! a 16-byte last name; ~3 primary keys per name), two groups:
@@ -19,8 +20,10 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use smallvec::SmallVec;
 use zen_engine::index::{MAX_SECONDARY_KEY_BYTES, SecondaryIndex};
 
 const ENTRIES: u64 = 1_000_000;
@@ -54,8 +57,43 @@ fn filled_index() -> SecondaryIndex {
     s
 }
 
-/// The design `SecondaryIndex` replaced: one skip-list entry per (key,
-/// primary key).
+/// The groups in a papaya map keyed by the index key (`SecondaryIndex`'s
+/// table until session 24): three dependent misses before the group.
+type PapayaGroups = papaya::HashMap<Key, Mutex<SmallVec<[u64; 4]>>, foldhash::fast::RandomState>;
+
+fn filled_papaya() -> PapayaGroups {
+    let m = PapayaGroups::with_hasher(foldhash::fast::RandomState::default());
+    {
+        let pinned = m.pin();
+        for pk in 0..ENTRIES {
+            let g = pinned.get_or_insert_with(key_of(&row_of(pk % NAMES)), Mutex::default);
+            g.lock().push(pk);
+        }
+    }
+    m
+}
+
+fn papaya_lookup(m: &PapayaGroups, row: &[u8; WIDTH], out: &mut Vec<u64>) {
+    if let Some(g) = m.pin().get(&key_of(row)) {
+        out.extend(g.lock().iter().take(16));
+    }
+}
+
+fn papaya_insert(m: &PapayaGroups, row: &[u8; WIDTH], pk: u64) {
+    let pinned = m.pin();
+    let key = key_of(row);
+    let g = match pinned.get(&key) {
+        Some(g) => g,
+        None => pinned.get_or_insert_with(key, Mutex::default),
+    };
+    let mut pks = g.lock();
+    if let Err(at) = pks.binary_search(&pk) {
+        pks.insert(at, pk);
+    }
+}
+
+/// The design before the groups: one skip-list entry per (key, primary
+/// key).
 fn filled_skiplist() -> crossbeam_skiplist::SkipSet<(Key, u64)> {
     let s = crossbeam_skiplist::SkipSet::new();
     for pk in 0..ENTRIES {
@@ -100,6 +138,7 @@ fn tree_lookup(t: &scc::TreeIndex<(Key, u64), ()>, prefix: &[u8], out: &mut Vec<
 fn lookup(c: &mut Criterion) {
     let mut g = c.benchmark_group("secondary_lookup");
     let index = filled_index();
+    let papaya = filled_papaya();
     let skip = filled_skiplist();
     let tree = filled_tree();
     let mut rng = SmallRng::seed_from_u64(1);
@@ -109,6 +148,13 @@ fn lookup(c: &mut Criterion) {
             out.clear();
             let row = row_of(rng.random_range(0..NAMES));
             index.lookup("customer", &row, 16, &mut out).unwrap();
+            black_box(out.len())
+        })
+    });
+    g.bench_function("papaya_groups", |b| {
+        b.iter(|| {
+            out.clear();
+            papaya_lookup(&papaya, &row_of(rng.random_range(0..NAMES)), &mut out);
             black_box(out.len())
         })
     });
@@ -134,6 +180,7 @@ fn lookup(c: &mut Criterion) {
 fn insert(c: &mut Criterion) {
     let mut g = c.benchmark_group("secondary_insert");
     let index = filled_index();
+    let papaya = filled_papaya();
     let skip = filled_skiplist();
     let tree = filled_tree();
     let mut rng = SmallRng::seed_from_u64(2);
@@ -142,6 +189,13 @@ fn insert(c: &mut Criterion) {
         b.iter(|| {
             next += 1;
             index.insert(&row_of(rng.random_range(0..NAMES)), next);
+        })
+    });
+    let mut next = ENTRIES;
+    g.bench_function("papaya_groups", |b| {
+        b.iter(|| {
+            next += 1;
+            papaya_insert(&papaya, &row_of(rng.random_range(0..NAMES)), next);
         })
     });
     let mut next = ENTRIES;

@@ -330,7 +330,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             // The entry and its row are both misses for a cold entry: start
             // the row's load now so that the two overlap.
             zen_pmem::cpu::prefetch(&region.data(idx)[0]);
-            let e = region.touch(idx, self.begin_ts);
+            let e = region.touch(idx, self.begin_ts, P::MULTI_VERSION);
             let t1 = e.cc[0].load(Ordering::Acquire);
             if t1 & (silo::LOCK | silo::OBSOLETE) != 0 {
                 backoff(spin);
@@ -901,7 +901,7 @@ impl<'e, B: PmemBackend, P: Protocol> ZenWorker<'e, B, P> {
             let Some((w, idx)) = loc_entry(loc) else {
                 return Err(Error::DuplicateKey { table: t.schema.name.clone(), key });
             };
-            let e = t.caches[w].touch(idx, self.begin_ts);
+            let e = t.caches[w].touch(idx, self.begin_ts, P::MULTI_VERSION);
             let cur = e.cc[0].load(Ordering::Acquire);
             if cur & silo::ABSENT == 0 && cur & silo::OBSOLETE == 0 {
                 return Err(Error::DuplicateKey { table: t.schema.name.clone(), key });

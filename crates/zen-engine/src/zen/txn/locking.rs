@@ -43,7 +43,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 self.cache_in(t, rid, loc)?;
                 continue;
             };
-            let e = t.caches[w].touch(idx, self.begin_ts);
+            let e = t.caches[w].touch(idx, self.begin_ts, P::MULTI_VERSION);
             if !self.lock_2pl(t, loc, exclusive)? {
                 continue;
             }

@@ -53,7 +53,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 }
                 continue;
             };
-            let head = t.caches[w].touch(idx, self.begin_ts);
+            let head = t.caches[w].touch(idx, self.begin_ts, true);
             let v = head.cc[0].load(Ordering::SeqCst);
             if v & silo::OBSOLETE != 0 {
                 continue;

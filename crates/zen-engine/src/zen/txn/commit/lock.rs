@@ -61,7 +61,7 @@ impl<B: PmemBackend, P: Protocol> ZenWorker<'_, B, P> {
                 }
                 continue;
             };
-            let e = t.caches[w].touch(idx, self.begin_ts);
+            let e = t.caches[w].touch(idx, self.begin_ts, P::MULTI_VERSION);
             match silo::try_lock(&e.cc[0]) {
                 Some(prev) if locw.load(Ordering::Acquire) == loc => {
                     let rts = e.cc[1].load(Ordering::SeqCst);

@@ -29,6 +29,7 @@ pub mod page_table;
 pub mod pool;
 pub mod sigbus;
 pub mod sim;
+pub mod zeroed;
 
 pub use backend::{
     BackendKind, BackendOptions, DaxBackend, DramBackend, EmuBackend, FsBackend, HeapBackend,

@@ -13,6 +13,7 @@
 use std::alloc::Layout;
 use std::marker::PhantomData;
 use std::ops::Deref;
+use std::sync::OnceLock;
 
 use bytemuck::Zeroable;
 
@@ -70,6 +71,62 @@ impl<T: std::fmt::Debug> std::fmt::Debug for ZeroedSlice<T> {
     }
 }
 
+/// Chunk and position of `index` in chunks that double: chunk `c` holds
+/// `first << c` values and starts at `first * (2^c - 1)`, so
+/// `c = log2(index / first + 1)` (a division by a constant, a `lzcnt`, a
+/// subtraction). With `first` a multiple of 64, every chunk starts at a
+/// multiple of 64.
+#[inline]
+pub fn doubling_locate(index: u64, first: u64) -> (usize, u64) {
+    let q = index / first + 1;
+    let c = 63 - q.leading_zeros();
+    (c as usize, index - first * ((1 << c) - 1))
+}
+
+/// A grow-only array of all-zero values in `N` chunks that double
+/// ([`doubling_locate`]), each a [`ZeroedSlice`] mapped on first use: the
+/// chunk descriptors are `N` words inside the array itself, so reaching a
+/// value is arithmetic and one load of a line that stays cached, and an
+/// array that may grow to billions of values costs a few hundred bytes
+/// until it is used. (A boxed slice of one descriptor per fixed-size chunk
+/// costs its whole length at creation, and a descriptor load per access
+/// that misses once the descriptors outgrow the cache.)
+pub struct DoublingArray<T, const N: usize> {
+    first: u64,
+    chunks: [OnceLock<ZeroedSlice<T>>; N],
+}
+
+impl<T: Zeroable, const N: usize> DoublingArray<T, N> {
+    /// An array whose first chunk holds `first` values (at least 1).
+    pub fn new(first: u64) -> DoublingArray<T, N> {
+        DoublingArray { first: first.max(1), chunks: std::array::from_fn(|_| OnceLock::new()) }
+    }
+
+    /// Values the `N` chunks hold: every index below it is valid.
+    pub fn capacity(&self) -> u64 {
+        self.first.saturating_mul((1u64 << N) - 1)
+    }
+
+    /// The value at `index`, mapping its chunk on first use.
+    ///
+    /// # Panics
+    /// If `index` is at or above [`capacity`](Self::capacity) (callers
+    /// bound their indices by it).
+    #[inline]
+    pub fn get(&self, index: u64) -> &T {
+        let (c, i) = doubling_locate(index, self.first);
+        let chunk = self.chunks[c].get_or_init(|| ZeroedSlice::new((self.first << c) as usize));
+        &chunk[i as usize]
+    }
+
+    /// The value at `index` if its chunk was ever mapped (no mapping: for
+    /// walks over every index, most of whose chunks may be unused).
+    pub fn get_if_mapped(&self, index: u64) -> Option<&T> {
+        let (c, i) = doubling_locate(index, self.first);
+        self.chunks.get(c)?.get().map(|chunk| &chunk[i as usize])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,6 +151,46 @@ mod tests {
         assert_eq!(s[99_999].words[7].load(Ordering::Relaxed), 7);
         assert_eq!(s[0].words[0].load(Ordering::Relaxed), 1);
         assert_eq!(s[1].words[0].load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn doubling_chunks_tile_every_index() {
+        for first in [1u64, 64, 1024, 4096] {
+            assert_eq!(doubling_locate(0, first), (0, 0));
+            assert_eq!(doubling_locate(first - 1, first), (0, first - 1));
+            assert_eq!(doubling_locate(first, first), (1, 0));
+            let mut probes = vec![u64::from(u32::MAX), (1 << 40) + 12_345];
+            for c in 1..40 {
+                let start = first * ((1 << c) - 1);
+                probes.extend([start - 1, start, start + 1]);
+            }
+            for index in probes {
+                let (c, i) = doubling_locate(index, first);
+                assert!(i < first << c, "first {first} index {index}: chunk {c} position {i}");
+                assert_eq!(first * ((1 << c) - 1) + i, index);
+                if index > 0 {
+                    let (pc, pi) = doubling_locate(index - 1, first);
+                    assert!((pc, pi + 1) == (c, i) || (pc + 1 == c && i == 0), "index {index}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_doubling_array_keeps_values_across_chunks_and_maps_lazily() {
+        let a = DoublingArray::<AtomicU64, 6>::new(4);
+        assert_eq!(a.capacity(), 4 * 63);
+        assert!(a.get_if_mapped(200).is_none(), "nothing mapped yet");
+        for i in 0..a.capacity() {
+            a.get(i).store(i * 7 + 1, Ordering::Relaxed);
+        }
+        for i in 0..a.capacity() {
+            assert_eq!(a.get(i).load(Ordering::Relaxed), i * 7 + 1);
+            assert_eq!(a.get_if_mapped(i).map(|v| v.load(Ordering::Relaxed)), Some(i * 7 + 1));
+        }
+        let b = DoublingArray::<AtomicU64, 6>::new(4);
+        b.get(3).store(9, Ordering::Relaxed);
+        assert!(b.get_if_mapped(3).is_some() && b.get_if_mapped(4).is_none(), "chunk 1 unmapped");
     }
 
     #[test]

@@ -12,8 +12,8 @@
 
 use crate::index::RecordIds;
 pub use crate::index::{PrimaryIndex, SecondaryIndex};
-use std::sync::OnceLock;
 use std::sync::atomic::AtomicU64;
+use zen_pmem::zeroed::DoublingArray;
 
 use crate::sched::Mutex;
 
@@ -23,18 +23,28 @@ use crate::api::TableId;
 use crate::heap;
 use crate::schema::TableSchema;
 
-const RECORD_CHUNK: usize = 1 << 16;
+/// Records of a table's first chunk of location words (64 KiB); chunk `c`
+/// holds `RECORD_CHUNK << c`.
+const RECORD_CHUNK: u64 = 1 << 12;
 /// Key buckets of the scan read timestamps (`2^SCAN_BUCKET_SHIFT` keys each).
 const SCAN_BUCKETS: usize = 256;
 const SCAN_BUCKET_SHIFT: u32 = 12;
-const RECORD_CHUNKS: usize = 1 << 16;
+/// Chunks enough for 2^32 records: `RECORD_CHUNK * (2^21 - 1) >= 2^32`.
+const RECORD_CHUNKS: usize = 21;
+/// Record ids a table may hand out.
+const MAX_RECORDS: u64 = 1 << 32;
+const _: () = assert!(RECORD_CHUNK * ((1 << RECORD_CHUNKS) - 1) >= MAX_RECORDS);
 
 /// The location words of a table's records, addressed by record id, each
 /// beside its spare word (`space.rs`, S7: the record's superseded slot kept
 /// for its next update), so an update finds its spare in the line it loaded
-/// the location from.
+/// the location from. The words live in chunks that double, mapped zero
+/// on first use (`zen_pmem::zeroed::DoublingArray`): a table costs a few
+/// hundred bytes until it holds records. (A boxed slice of 65,536 chunk
+/// descriptors cost 1.5 MiB written per table at creation: every open, every
+/// recovery, and 1.5 GiB for the 1,024 tables a database may hold.)
 pub struct Records {
-    chunks: Box<[OnceLock<Box<[RecordWords]>>]>,
+    words: DoublingArray<RecordWords, RECORD_CHUNKS>,
     /// Record ids, in per-thread blocks (`index/rids.rs`): an insert takes
     /// its id without a shared write.
     ids: RecordIds,
@@ -42,10 +52,7 @@ pub struct Records {
 
 impl Records {
     fn new() -> Records {
-        Records {
-            chunks: (0..RECORD_CHUNKS).map(|_| OnceLock::new()).collect(),
-            ids: RecordIds::new((RECORD_CHUNK * RECORD_CHUNKS) as u64),
-        }
+        Records { words: DoublingArray::new(RECORD_CHUNK), ids: RecordIds::new(MAX_RECORDS) }
     }
 
     /// A new record id with an empty location.
@@ -55,9 +62,7 @@ impl Records {
 
     #[inline]
     fn words(&self, id: u64) -> &RecordWords {
-        let chunk = self.chunks[id as usize / RECORD_CHUNK]
-            .get_or_init(|| (0..RECORD_CHUNK).map(|_| RecordWords::default()).collect());
-        &chunk[id as usize % RECORD_CHUNK]
+        self.words.get(id)
     }
 
     /// The record's location word (`cache::LOC_*`).
@@ -78,8 +83,7 @@ impl Records {
     /// The spare word of `id` if its chunk exists (no allocation: for walks
     /// over every record id, most of whose chunks may never have been used).
     pub fn spare_if_present(&self, id: u64) -> Option<&AtomicU64> {
-        let chunk = self.chunks.get(id as usize / RECORD_CHUNK)?.get()?;
-        Some(&chunk[id as usize % RECORD_CHUNK].spare)
+        self.words.get_if_mapped(id).map(|w| &w.spare)
     }
 
     /// Record ids reserved so far: every record id is below it.
@@ -89,7 +93,7 @@ impl Records {
 }
 
 /// A record's words: location and spare, in one 16-byte half-line.
-#[derive(Default)]
+#[derive(Default, bytemuck::Zeroable)]
 #[repr(C, align(16))]
 struct RecordWords {
     loc: AtomicU64,

@@ -51,23 +51,11 @@ impl<T> Deref for ZeroedSlice<T> {
 
     #[inline]
     fn deref(&self) -> &[T] {
-        match &self.map {
-            // SAFETY: `new` mapped `len * size_of::<T>()` bytes (checked by
-            // `Layout::array`), page-aligned, so aligned for `T` (asserted
-            // at most a page); anonymous memory reads as zeros until
-            // written, and `T: Zeroable` makes all-zero bytes a valid `T`.
-            // The mapping lives as long as `self`, is never handed out
-            // mutably (shared access goes through `T`'s own interior
-            // mutability, e.g. atomics), and is unmapped only on drop.
-            Some(map) => unsafe { std::slice::from_raw_parts(map.as_ptr().cast::<T>(), self.len) },
-            None => &[],
-        }
-    }
-}
-
-impl<T: std::fmt::Debug> std::fmt::Debug for ZeroedSlice<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ZeroedSlice").field("len", &self.len).finish()
+        let Some(map) = &self.map else { return &[] };
+        // SAFETY: `new` mapped `len` values of `T` (`Layout::array`), page-aligned (so aligned for
+        // `T`, asserted at most a page), reading as zeros until written, which `T: Zeroable`
+        // makes valid; shared only through `&T` (interior mutability), unmapped only on drop.
+        unsafe { std::slice::from_raw_parts(map.as_ptr().cast::<T>(), self.len) }
     }
 }
 

@@ -134,9 +134,8 @@ impl Groups {
     /// Chunk and position of group `id`.
     #[inline]
     fn locate(id: u64) -> (usize, usize) {
-        let n = id / FIRST_GROUPS + 1;
-        let c = 63 - n.leading_zeros() as usize;
-        (c, (id - FIRST_GROUPS * ((1 << c) - 1)) as usize)
+        let (c, i) = zen_pmem::zeroed::doubling_locate(id, FIRST_GROUPS);
+        (c, i as usize)
     }
 
     /// Group `id` (allocated: its chunk exists).

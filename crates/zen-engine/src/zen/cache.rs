@@ -94,7 +94,7 @@ pub fn loc_entry(loc: u64) -> Option<(usize, u32)> {
 /// once per entry, not twice (nine words straddled two lines). The entry's
 /// key, read only by the invariant check, lives beside it in its chunk
 /// (`CacheRegion::key`).
-#[derive(Debug, Default, bytemuck::Zeroable)]
+#[derive(Debug, bytemuck::Zeroable)]
 #[repr(C, align(64))]
 pub struct Entry {
     pub cc: [AtomicU64; 4],
@@ -357,7 +357,7 @@ impl CacheRegion {
         let (c, i) = locate(index);
         let chunk = self.chunks[c].get_or_init(|| {
             let start = FIRST_CHUNK * ((1 << c) - 1);
-            let len = (FIRST_CHUNK << c).min((self.capacity as usize).saturating_sub(start)).max(1);
+            let len = (FIRST_CHUNK << c).min((self.capacity as usize).saturating_sub(start));
             let chunk = Chunk {
                 entries: ZeroedSlice::new(len),
                 refs: ZeroedSlice::new(len.div_ceil(64)),

@@ -93,7 +93,7 @@ impl Records {
 }
 
 /// A record's words: location and spare, in one 16-byte half-line.
-#[derive(Default, bytemuck::Zeroable)]
+#[derive(bytemuck::Zeroable)]
 #[repr(C, align(16))]
 struct RecordWords {
     loc: AtomicU64,

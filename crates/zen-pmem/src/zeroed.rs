@@ -79,39 +79,90 @@ pub fn doubling_locate(index: u64, first: u64) -> (usize, u64) {
 /// until it is used. (A boxed slice of one descriptor per fixed-size chunk
 /// costs its whole length at creation, and a descriptor load per access
 /// that misses once the descriptors outgrow the cache.)
+///
+/// The array is indexed by run: run `index` is `width` consecutive values
+/// (`width` 1 for an array of single values, [`DoublingArray::get`]; a row
+/// of words for a row arena, [`DoublingArray::run`]). Chunk `c` holds
+/// `first << c` whole runs, so no run straddles two chunks. `first` is a
+/// power of two, so that finding a run's chunk is shifts, not a division.
 pub struct DoublingArray<T, const N: usize> {
-    first: u64,
+    first_shift: u32,
+    width: usize,
     chunks: [OnceLock<ZeroedSlice<T>>; N],
 }
 
 impl<T: Zeroable, const N: usize> DoublingArray<T, N> {
-    /// An array whose first chunk holds `first` values (at least 1).
+    /// An array of single values whose first chunk holds `first` of them
+    /// (a power of two).
     pub fn new(first: u64) -> DoublingArray<T, N> {
-        DoublingArray { first: first.max(1), chunks: std::array::from_fn(|_| OnceLock::new()) }
+        DoublingArray::of_runs(first, 1)
     }
 
-    /// Values the `N` chunks hold: every index below it is valid.
+    /// An array of runs of `width` values whose first chunk holds `first`
+    /// runs (a power of two).
+    ///
+    /// # Panics
+    /// If `first` is not a power of two.
+    pub fn of_runs(first: u64, width: usize) -> DoublingArray<T, N> {
+        assert!(first.is_power_of_two(), "DoublingArray: first chunk of {first} runs");
+        DoublingArray {
+            first_shift: first.trailing_zeros(),
+            width,
+            chunks: std::array::from_fn(|_| OnceLock::new()),
+        }
+    }
+
+    /// Runs the `N` chunks hold: every index below it is valid.
     pub fn capacity(&self) -> u64 {
-        self.first.saturating_mul((1u64 << N) - 1)
+        (1u64 << self.first_shift).saturating_mul((1u64 << N) - 1)
     }
 
-    /// The value at `index`, mapping its chunk on first use.
+    /// Chunk and run position of run `index` (`doubling_locate` with a
+    /// power-of-two first chunk).
+    #[inline]
+    fn locate(&self, index: u64) -> (usize, u64) {
+        let q = (index >> self.first_shift) + 1;
+        let c = 63 - q.leading_zeros();
+        (c as usize, index - (((1u64 << c) - 1) << self.first_shift))
+    }
+
+    /// Run `index`'s chunk, mapped on first use, and the run's first value
+    /// in it.
+    #[inline]
+    fn place(&self, index: u64) -> (&[T], usize) {
+        let (c, i) = self.locate(index);
+        let runs = (1usize << self.first_shift) << c;
+        let chunk = self.chunks[c].get_or_init(|| ZeroedSlice::new(runs * self.width));
+        (chunk, i as usize * self.width)
+    }
+
+    /// The `width` values of run `index`, mapping its chunk on first use.
     ///
     /// # Panics
     /// If `index` is at or above [`capacity`](Self::capacity) (callers
     /// bound their indices by it).
     #[inline]
+    pub fn run(&self, index: u64) -> &[T] {
+        let (chunk, at) = self.place(index);
+        &chunk[at..at + self.width]
+    }
+
+    /// The value at `index` of an array of single values (the first value
+    /// of run `index` otherwise).
+    ///
+    /// # Panics
+    /// As [`run`](Self::run), and for runs of no values.
+    #[inline]
     pub fn get(&self, index: u64) -> &T {
-        let (c, i) = doubling_locate(index, self.first);
-        let chunk = self.chunks[c].get_or_init(|| ZeroedSlice::new((self.first << c) as usize));
-        &chunk[i as usize]
+        let (chunk, at) = self.place(index);
+        &chunk[at]
     }
 
     /// The value at `index` if its chunk was ever mapped (no mapping: for
     /// walks over every index, most of whose chunks may be unused).
     pub fn get_if_mapped(&self, index: u64) -> Option<&T> {
-        let (c, i) = doubling_locate(index, self.first);
-        self.chunks.get(c)?.get().map(|chunk| &chunk[i as usize])
+        let (c, i) = self.locate(index);
+        self.chunks.get(c)?.get().map(|chunk| &chunk[i as usize * self.width])
     }
 }
 
@@ -179,6 +230,34 @@ mod tests {
         let b = DoublingArray::<AtomicU64, 6>::new(4);
         b.get(3).store(9, Ordering::Relaxed);
         assert!(b.get_if_mapped(3).is_some() && b.get_if_mapped(4).is_none(), "chunk 1 unmapped");
+    }
+
+    #[test]
+    fn runs_tile_the_chunks_and_keep_their_values() {
+        // Runs of 3 values, first chunk of 2 runs: chunks of 6, 12, 24 values.
+        let a = DoublingArray::<AtomicU64, 3>::of_runs(2, 3);
+        assert_eq!(a.capacity(), 14);
+        for r in 0..a.capacity() {
+            let run = a.run(r);
+            assert_eq!(run.len(), 3);
+            for (j, v) in run.iter().enumerate() {
+                assert_eq!(v.load(Ordering::Relaxed), 0, "run {r} starts zero");
+                v.store(r * 10 + j as u64 + 1, Ordering::Relaxed);
+            }
+        }
+        for r in 0..a.capacity() {
+            let got: Vec<u64> = a.run(r).iter().map(|v| v.load(Ordering::Relaxed)).collect();
+            assert_eq!(got, [r * 10 + 1, r * 10 + 2, r * 10 + 3], "run {r}");
+            assert_eq!(a.get(r).load(Ordering::Relaxed), r * 10 + 1);
+        }
+        let empty = DoublingArray::<AtomicU64, 3>::of_runs(2, 0);
+        assert!(empty.run(13).is_empty(), "runs of no values");
+    }
+
+    #[test]
+    #[should_panic(expected = "first chunk of 3 runs")]
+    fn a_first_chunk_that_is_not_a_power_of_two_is_refused() {
+        let _ = DoublingArray::<AtomicU64, 3>::new(3);
     }
 
     #[test]

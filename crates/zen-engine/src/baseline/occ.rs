@@ -11,9 +11,10 @@
 //!   a commit persists, and how the engine recovers.
 //!
 //! THE TID WORD (one per record, always in DRAM)
-//!   `cts << 2 | ABSENT | LOCK`: the commit timestamp of the record's current
-//!   version, whether that version is a deletion / the key was never inserted,
-//!   and the write lock. Engines that keep per-tuple CC metadata in NVM (mmdb
+//!   `cts << 2 | PRESENT | LOCK`: the commit timestamp of the record's current
+//!   version, whether that version is a row (clear: a deletion, or the key was
+//!   never inserted; the all-zero word is a record never written), and the
+//!   write lock. Engines that keep per-tuple CC metadata in NVM (mmdb
 //!   for rows it placed in NVM, wbl for every version) *also* write the word's
 //!   changes there, through [`Store::on_lock`] / [`Store::on_unlock`]: those
 //!   writes are counted as NVM writes, but the word that threads synchronise
@@ -74,12 +75,16 @@ pub mod tid {
     use std::sync::atomic::{AtomicU64, Ordering};
 
     pub const LOCK: u64 = 1;
-    pub const ABSENT: u64 = 2;
+    /// Set when the version is a row; clear when it is a deletion or the
+    /// key was never inserted. (A set bit for "present" rather than for
+    /// "absent" makes the all-zero word a never-written record, so records
+    /// start in zero-mapped memory, `table.rs`.)
+    pub const PRESENT: u64 = 2;
     const FLAG_BITS: u32 = 2;
 
     #[inline]
     pub fn make(cts: u64, absent: bool) -> u64 {
-        (cts << FLAG_BITS) | if absent { ABSENT } else { 0 }
+        (cts << FLAG_BITS) | if absent { 0 } else { PRESENT }
     }
 
     #[inline]
@@ -89,7 +94,7 @@ pub mod tid {
 
     #[inline]
     pub fn is_absent(word: u64) -> bool {
-        word & ABSENT != 0
+        word & PRESENT == 0
     }
 
     #[inline]

@@ -5,7 +5,7 @@
 //! atomic words that never move, so an index entry is never rewritten:
 //!
 //! ```text
-//!   tid   cts << 2 | ABSENT | LOCK      the Silo TID word (see `occ.rs`)
+//!   tid   cts << 2 | PRESENT | LOCK     the Silo TID word (see `occ.rs`)
 //!   loc   where the row lives           engine-defined (`DramRows` index, NVM offset)
 //!   aux   engine-defined                (wbl: versions << 32 | cache entry + 1)
 //!   cc    protocol-defined              (2PL: lock word; MVCC: read timestamp;
@@ -24,12 +24,11 @@ use crate::index::{PrimaryIndex, RecordIds, SecondaryIndex};
 use std::ops::RangeInclusive;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use zen_pmem::zeroed::DoublingArray;
 
 use super::tid;
 use crate::api::TableId;
 use crate::schema::TableSchema;
-
-const RECORD_CHUNK: usize = 1 << 12;
 
 /// A lazily allocated, two-level directory of up to `MAX_CHUNKS` chunks:
 /// creating one costs a few KiB (recovery builds many tables, crash
@@ -61,8 +60,10 @@ impl<C> ChunkDir<C> {
     }
 }
 
-/// The three words of a record (see the module docs).
-#[derive(Debug)]
+/// The words of a record (see the module docs). All zero is an absent
+/// record never written (`tid::PRESENT` clear, timestamp 0, unlocked, no
+/// row), so records start in zero-mapped chunks.
+#[derive(Debug, Default, bytemuck::Zeroable)]
 pub struct Record {
     pub tid: AtomicU64,
     pub loc: AtomicU64,
@@ -70,29 +71,27 @@ pub struct Record {
     pub cc: AtomicU64,
 }
 
-impl Default for Record {
-    fn default() -> Self {
-        Record {
-            tid: AtomicU64::new(tid::ABSENT),
-            loc: AtomicU64::new(0),
-            aux: AtomicU64::new(0),
-            cc: AtomicU64::new(0),
-        }
-    }
-}
+/// Record words of the first chunk; chunks double from it.
+const RECORD_CHUNK: u64 = 1 << 12;
+/// Chunks of record words: 4,096 · (2^19 − 1) records, above `MAX_RECORDS`.
+const RECORD_CHUNKS: usize = 19;
+/// Records a table may hold.
+const MAX_RECORDS: u64 = 1 << 30;
+const _: () = assert!(RECORD_CHUNK * ((1 << RECORD_CHUNKS) - 1) >= MAX_RECORDS);
 
-/// The records of a table, addressed by record id, in lazily allocated chunks.
+/// The records of a table, addressed by record id, in chunks that double
+/// and are mapped zero on first use (`zen_pmem::zeroed::DoublingArray`): a
+/// record's words are one shift, one load of an inline chunk descriptor
+/// and the record's own line away, with no directory to walk.
 pub struct Records {
-    chunks: ChunkDir<Box<[Record]>>,
+    words: DoublingArray<Record, RECORD_CHUNKS>,
     /// Record ids, in per-thread blocks (`index/rids.rs`).
     ids: RecordIds,
 }
 
-const MAX_RECORDS: u64 = (RECORD_CHUNK * MAX_CHUNKS) as u64;
-
 impl Records {
     fn new() -> Records {
-        Records { chunks: ChunkDir::default(), ids: RecordIds::new(MAX_RECORDS) }
+        Records { words: DoublingArray::new(RECORD_CHUNK), ids: RecordIds::new(MAX_RECORDS) }
     }
 
     /// A new, absent record; `None` when the table has 2^30 records.
@@ -102,10 +101,7 @@ impl Records {
 
     #[inline]
     pub fn get(&self, rid: u64) -> &Record {
-        let chunk = self.chunks.get_or_init(rid as usize / RECORD_CHUNK, || {
-            (0..RECORD_CHUNK).map(|_| Record::default()).collect()
-        });
-        &chunk[rid as usize % RECORD_CHUNK]
+        self.words.get(rid)
     }
 
     /// Record ids reserved so far: every record id is below it.
@@ -197,49 +193,44 @@ impl<X> Table<X> {
 /// reader to retry). Rows are allocated by a bump counter and never freed: a
 /// deleted record keeps its row for a later insert of the same key.
 pub struct DramRows {
-    words_per_row: usize,
-    /// Rows per chunk: about 256 KiB of words, 16..=4096 rows.
-    rows_per_chunk: usize,
-    chunks: ChunkDir<Box<[AtomicU64]>>,
+    rows: DoublingArray<AtomicU64, ROW_CHUNKS>,
     next: AtomicU64,
 }
 
+/// Rows of the first chunk of a `DramRows`; chunks double from it.
+const ROW_CHUNK: u64 = 1 << 10;
+/// Chunks of rows: 1,024 · (2^21 − 1) rows, above `MAX_ROWS`.
+const ROW_CHUNKS: usize = 21;
+/// Rows a `DramRows` hands out.
+const MAX_ROWS: u64 = 1 << 30;
+const _: () = assert!(ROW_CHUNK * ((1 << ROW_CHUNKS) - 1) >= MAX_ROWS);
+
 impl DramRows {
     pub fn new(row_bytes: usize) -> DramRows {
-        DramRows {
-            words_per_row: row_bytes.div_ceil(8),
-            rows_per_chunk: ((256 << 10) / (row_bytes.div_ceil(8) * 8).max(8))
-                .clamp(16, 4096)
-                .next_power_of_two(),
-            chunks: ChunkDir::default(),
-            next: 0.into(),
-        }
+        DramRows { rows: DoublingArray::of_runs(ROW_CHUNK, row_bytes.div_ceil(8)), next: 0.into() }
     }
 
     /// A new row index; `None` when 2^30 rows are allocated.
     pub fn allocate(&self) -> Option<u64> {
         let id = self.next.fetch_add(1, Ordering::AcqRel);
-        (id < (self.rows_per_chunk * MAX_CHUNKS) as u64).then_some(id)
+        (id < MAX_ROWS).then_some(id)
     }
 
     /// Row indexes the table can address (`0..capacity`).
     pub fn capacity(&self) -> u64 {
-        (self.rows_per_chunk * MAX_CHUNKS) as u64
+        MAX_ROWS
     }
 
     /// Rows allocated so far.
     pub fn count(&self) -> u64 {
-        self.next.load(Ordering::Acquire).min((self.rows_per_chunk * MAX_CHUNKS) as u64)
+        self.next.load(Ordering::Acquire).min(MAX_ROWS)
     }
 
+    /// Row `index`'s words: one shift, one load of an inline chunk
+    /// descriptor (the rows' chunks double and are mapped zero).
     #[inline]
     fn words(&self, index: u64) -> &[AtomicU64] {
-        let per = self.rows_per_chunk;
-        let chunk = self.chunks.get_or_init(index as usize / per, || {
-            (0..per * self.words_per_row).map(|_| AtomicU64::new(0)).collect()
-        });
-        let at = index as usize % per * self.words_per_row;
-        &chunk[at..at + self.words_per_row]
+        self.rows.run(index)
     }
 
     /// Copy row `index` into `out` (relaxed loads; the caller validates the TID).

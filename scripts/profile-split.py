@@ -16,7 +16,7 @@ import sys
 
 CATEGORIES = [
     ("kernel (page faults, page clearing)", r"^\[k\]"),
-    ("prefetch stage of grouped reads (point lookups, then the records' words)", r"PrimaryIndex::prefetch"),
+    ("prefetch stage of grouped reads (point lookups, then the records' words)", r"PrimaryIndex::prefetch|::prefetch_row"),
     ("row copies (memmove, memset)", r"memmove|memset"),
     ("index (point, ordered, secondary: lookups and inserts)",
      r"PrimaryIndex|lookup_or_create|congee|SecondaryIndex|PointIndex|memcmp|skiplist|::next|RangeScan|hash"),

@@ -65,23 +65,26 @@ impl<T> Deref for ZeroedSlice<T> {
     #[inline]
     fn deref(&self) -> &[T] {
         let Some(map) = &self.map else { return &[] };
-        // SAFETY: `new` mapped `len` values of `T` (`Layout::array`), page-aligned (so aligned for
-        // `T`, asserted at most a page), reading as zeros until written, which `T: Zeroable`
-        // makes valid; shared only through `&T` (interior mutability), unmapped only on drop.
+        // `new` mapped `len` values of `T` (`Layout::array`), page-aligned (so aligned for `T`,
+        // asserted at most a page), reading as zeros until written, which `T: Zeroable` makes
+        // valid; they are shared only through `&T` (interior mutability), unmapped on drop.
+        // SAFETY: `len` valid, aligned `T`s in a mapping that lives as long as `self` (above).
         unsafe { std::slice::from_raw_parts(map.as_ptr().cast::<T>(), self.len) }
     }
 }
 
 /// Chunk and position of `index` in chunks that double: chunk `c` holds
 /// `first << c` values and starts at `first * (2^c - 1)`, so
-/// `c = log2(index / first + 1)` (a division by a constant, a `lzcnt`, a
-/// subtraction). With `first` a multiple of 64, every chunk starts at a
-/// multiple of 64.
+/// `c = log2(index / first + 1)`. `first` is a power of two, so this is
+/// shifts, a `lzcnt` and a subtraction, whether `first` is a constant or a
+/// field. With `first` a multiple of 64, every chunk starts at a multiple
+/// of 64.
 #[inline]
 pub fn doubling_locate(index: u64, first: u64) -> (usize, u64) {
-    let q = index / first + 1;
-    let c = 63 - q.leading_zeros();
-    (c as usize, index - first * ((1 << c) - 1))
+    debug_assert!(first.is_power_of_two(), "first chunk of {first}");
+    let shift = first.trailing_zeros();
+    let c = 63 - ((index >> shift) + 1).leading_zeros();
+    (c as usize, index - (((1u64 << c) - 1) << shift))
 }
 
 /// A grow-only array of all-zero values in `N` chunks that double
@@ -130,13 +133,9 @@ impl<T: Zeroable, const N: usize> DoublingArray<T, N> {
         (1u64 << self.first_shift).saturating_mul((1u64 << N) - 1)
     }
 
-    /// Chunk and run position of run `index` (`doubling_locate` with a
-    /// power-of-two first chunk).
     #[inline]
     fn locate(&self, index: u64) -> (usize, u64) {
-        let q = (index >> self.first_shift) + 1;
-        let c = 63 - q.leading_zeros();
-        (c as usize, index - (((1u64 << c) - 1) << self.first_shift))
+        doubling_locate(index, 1 << self.first_shift)
     }
 
     /// Run `index`'s chunk, mapped on first use, and the run's first value

@@ -98,6 +98,7 @@ impl Group {
 
 /// Groups of the first arena chunk; chunk `c` holds `FIRST_GROUPS << c`.
 const FIRST_GROUPS: u64 = 64;
+const _: () = assert!(FIRST_GROUPS.is_power_of_two(), "doubling_locate needs a power of two");
 /// Arena chunks (the last ends past 2^40 groups).
 const CHUNKS: usize = 34;
 

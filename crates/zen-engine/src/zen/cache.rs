@@ -56,6 +56,7 @@ use crate::sched::Mutex;
 /// Entries of a region's first chunk; chunk `c` holds `FIRST_CHUNK << c`
 /// (see `locate`).
 const FIRST_CHUNK: usize = 1024;
+const _: () = assert!(FIRST_CHUNK.is_power_of_two(), "doubling_locate needs a power of two");
 /// Chunks enough for every `u32` entry index:
 /// `FIRST_CHUNK * (2^MAX_CHUNKS - 1) > u32::MAX`.
 const MAX_CHUNKS: usize = 23;
